@@ -1,0 +1,81 @@
+//! Names and limits of the queues around a work queue.
+
+use std::time::Duration;
+
+use super::BrokerError;
+
+/// The longest delay a hold queue can hold.
+///
+/// Because `x-expires` is twice the TTL and RabbitMQ caps both at 2^32 - 1 ms, the TTL
+/// itself can be at most half of that (about 24.8 days). Longer delays are refused rather
+/// than released early.
+pub const MAX_HOLD_DELAY: Duration = Duration::from_millis((u32::MAX / 2) as u64);
+
+/// Because AMQP queue names are short strings (at most 255 bytes), a work queue name must
+/// leave room for the longest hold-queue suffix, `.deferred.` plus ten digits.
+const MAX_QUEUE_NAME: usize = 255 - ".deferred.".len() - 10;
+
+/// The hold queue for one rounded delay: `{queue}.deferred.{ttl_ms}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HoldQueue {
+    /// The hold queue's name.
+    pub name: String,
+    /// Its `x-message-ttl`, the delay.
+    pub ttl_ms: u64,
+}
+
+impl HoldQueue {
+    /// The hold queue that releases messages onto `queue` after `delay`.
+    pub fn for_delay(queue: &str, delay: Duration) -> Result<Self, BrokerError> {
+        if delay > MAX_HOLD_DELAY {
+            return Err(BrokerError::DelayTooLong { delay });
+        }
+        let ttl_ms = u64::try_from(delay.as_millis()).map_err(|_| BrokerError::DelayTooLong { delay })?;
+        Ok(Self { name: format!("{queue}.deferred.{ttl_ms}"), ttl_ms })
+    }
+
+    /// Its `x-expires`: twice the TTL, so an idle hold queue disappears but one in use
+    /// (re-declared before each publish) never does.
+    pub fn expires_ms(&self) -> u64 {
+        self.ttl_ms * 2
+    }
+}
+
+/// The dead-letter queue of `queue`.
+pub fn dead_letter_queue_name(queue: &str) -> String {
+    format!("{queue}.dead")
+}
+
+/// Refuse work queue names whose hold queues could not be named.
+pub(crate) fn check_queue_name(queue: &str) -> Result<(), BrokerError> {
+    if queue.len() > MAX_QUEUE_NAME {
+        return Err(BrokerError::QueueNameTooLong { name: queue.to_owned(), max: MAX_QUEUE_NAME });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hold_queues_are_named_after_the_queue_and_the_delay_in_milliseconds() {
+        let hold = HoldQueue::for_delay("app.emails", Duration::from_secs(4)).expect("fits");
+        assert_eq!(hold, HoldQueue { name: "app.emails.deferred.4000".into(), ttl_ms: 4000 });
+        assert_eq!(hold.expires_ms(), 8000);
+    }
+
+    #[test]
+    fn a_delay_longer_than_a_hold_queue_can_hold_is_refused() {
+        let err = HoldQueue::for_delay("q", MAX_HOLD_DELAY + Duration::from_millis(1)).expect_err("too long");
+        assert!(matches!(err, BrokerError::DelayTooLong { .. }), "{err}");
+        assert!(HoldQueue::for_delay("q", MAX_HOLD_DELAY).is_ok(), "the limit itself fits");
+    }
+
+    #[test]
+    fn a_queue_name_that_leaves_no_room_for_hold_queue_names_is_refused() {
+        assert!(check_queue_name(&"q".repeat(MAX_QUEUE_NAME)).is_ok());
+        let err = check_queue_name(&"q".repeat(MAX_QUEUE_NAME + 1)).expect_err("too long");
+        assert!(err.to_string().contains("is too long"), "{err}");
+    }
+}

@@ -1,0 +1,127 @@
+//! Where jobs wait: the [`Backend`] seam and its two implementations.
+//!
+//! The seam is shaped after RabbitMQ's topology (see `design.md`, "Wire format and
+//! topology"): a work queue `q`, its dead-letter queue `q.dead`, and one hold queue
+//! `q.deferred.{ttl_ms}` per distinct rounded delay, whose TTL dead-letters messages back
+//! onto `q`. The in-process [`MemoryBackend`] keeps the same semantics with timers on
+//! tokio's clock, so tests run under a paused clock.
+//!
+//! Contract every backend keeps:
+//! - a publish returns only once the broker has taken responsibility for the message
+//!   (publisher confirm); a refused or unroutable publish is an error, never a silent loss;
+//! - a [`Delivery`] is settled exactly once, by value: acked, or requeued for redelivery;
+//! - retries, deferrals and dead letters are publish-then-ack, composed by the worker, so
+//!   a failed publish leaves the original to be redelivered.
+
+mod hold;
+
+use std::future::Future;
+use std::time::Duration;
+
+use jobhost_sdk::QueueConfig;
+
+use crate::envelope::Envelope;
+
+pub use hold::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
+
+/// A broker the worker consumes from and publishes to.
+pub trait Backend: Send + Sync + 'static {
+    /// A stream of deliveries from one work queue.
+    type Consumer: Consumer;
+
+    /// Declare the work queue and its dead-letter queue (idempotent). Hold queues are
+    /// declared on demand by publishes with a delay.
+    fn declare(&self, queue: &QueueConfig) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Publish a job to `envelope.queue`, or, with a delay, to the hold queue for that delay
+    /// (the caller rounds it to the retry granularity). Returns once confirmed.
+    fn publish(
+        &self,
+        envelope: &Envelope,
+        delay: Option<Duration>,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Publish a dead letter to `{queue}.dead`. Returns once confirmed.
+    fn dead_letter(&self, letter: DeadLetterOut<'_>) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Start consuming the work queue with its prefetch.
+    fn consume(&self, queue: &QueueConfig) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send;
+}
+
+/// A consumer of one work queue.
+pub trait Consumer: Send + 'static {
+    /// A message taken from the queue.
+    type Delivery: Delivery;
+
+    /// The next delivery, waiting for one; `None` once the consumer is closed. Never more
+    /// than the queue's prefetch are delivered and unsettled at once.
+    fn next(&mut self) -> impl Future<Output = Option<Self::Delivery>> + Send;
+
+    /// Stop delivering; deliveries already handed out stay valid and must still be settled.
+    fn close(self) -> impl Future<Output = ()> + Send;
+}
+
+/// A message taken from a work queue, settled exactly once.
+pub trait Delivery: Send + 'static {
+    /// The raw message body.
+    fn body(&self) -> &[u8];
+
+    /// Whether the broker delivered this message before (after a crash or a requeue).
+    fn redelivered(&self) -> bool;
+
+    /// Done with it: the broker forgets the message.
+    fn ack(self) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Give it back for redelivery, e.g. when a publish that should replace it failed.
+    fn requeue(self) -> impl Future<Output = Result<(), BrokerError>> + Send;
+}
+
+/// A message for `{queue}.dead`: the original body, byte for byte, and why.
+#[derive(Debug, Clone, Copy)]
+pub struct DeadLetterOut<'a> {
+    /// The work queue the message came from (`x-original-queue`).
+    pub queue: &'a str,
+    /// The body as it was delivered, even if it is not an envelope.
+    pub body: &'a [u8],
+    /// Why the job was dead-lettered (`x-death-reason`).
+    pub reason: &'a str,
+    /// The attempt that was last tried, 0 when the body was not an envelope (`x-attempts`).
+    pub attempts: u32,
+}
+
+/// Why the broker did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// The delay is longer than a hold queue can hold.
+    #[error("delay of {delay:?} is longer than a hold queue can hold (at most {MAX_HOLD_DELAY:?})")]
+    DelayTooLong {
+        /// The delay asked for.
+        delay: Duration,
+    },
+    /// The queue name leaves no room for its hold and dead-letter queue names.
+    #[error("queue name `{name}` is too long: at most {max} bytes leave room for its hold queues")]
+    QueueNameTooLong {
+        /// The queue name.
+        name: String,
+        /// The longest name accepted.
+        max: usize,
+    },
+    /// The queue was never declared.
+    #[error("queue `{0}` is not declared")]
+    UnknownQueue(String),
+    /// The broker refused the publish (nack) or returned it as unroutable.
+    #[error("publish to `{queue}` was not confirmed: {reason}")]
+    NotConfirmed {
+        /// Where the message was going.
+        queue: String,
+        /// What the broker said.
+        reason: String,
+    },
+    /// The connection or channel failed.
+    #[error("broker connection: {0}")]
+    Connection(String),
+    /// The backend is shutting down.
+    #[error("backend is closed")]
+    Closed,
+}

@@ -1,0 +1,150 @@
+//! The job envelope: the JSON body of every message on a work queue.
+//!
+//! The same envelope as the `queuey` crate 1.x publishes, so queuey producers and workers
+//! interoperate with jobhost: unknown fields are ignored, missing `deferrals`/`priority`
+//! default to 0, and `correlation_id` is carried through retries untouched.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+/// One job on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Envelope {
+    /// UUID v4, kept across retries and deferrals.
+    pub job_id: Uuid,
+    /// The job type name a plugin declared.
+    pub job_type: String,
+    /// The work queue the job belongs to.
+    pub queue: String,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Unix epoch milliseconds when the job was first enqueued.
+    pub enqueued_at_ms: u64,
+    /// How often the job was deferred; a deferral is not an attempt.
+    #[serde(default)]
+    pub deferrals: u32,
+    /// Broker priority: 0 for normal work, the queue's maximum after a deferral.
+    #[serde(default)]
+    pub priority: u8,
+    /// Caller-supplied id for tracing across services; never interpreted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    /// The job's JSON, kept as received so it reaches the guest without re-encoding.
+    pub payload: Box<RawValue>,
+}
+
+impl PartialEq for Envelope {
+    fn eq(&self, other: &Self) -> bool {
+        self.job_id == other.job_id
+            && self.job_type == other.job_type
+            && self.queue == other.queue
+            && self.attempt == other.attempt
+            && self.enqueued_at_ms == other.enqueued_at_ms
+            && self.deferrals == other.deferrals
+            && self.priority == other.priority
+            && self.correlation_id == other.correlation_id
+            && self.payload.get() == other.payload.get()
+    }
+}
+
+/// A message body that is not an envelope.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed envelope: {0}")]
+pub struct MalformedEnvelope(#[from] serde_json::Error);
+
+impl Envelope {
+    /// A first attempt of a new job, enqueued now.
+    pub fn new(job_type: impl Into<String>, queue: impl Into<String>, payload: Box<RawValue>) -> Self {
+        Self {
+            job_id: Uuid::new_v4(),
+            job_type: job_type.into(),
+            queue: queue.into(),
+            attempt: 1,
+            enqueued_at_ms: now_ms(),
+            deferrals: 0,
+            priority: 0,
+            correlation_id: None,
+            payload,
+        }
+    }
+
+    /// Decode a message body.
+    pub fn decode(body: &[u8]) -> Result<Self, MalformedEnvelope> {
+        Ok(serde_json::from_slice(body)?)
+    }
+
+    /// Encode as a message body.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("an envelope always serializes: its fields are plain data")
+    }
+
+    /// The envelope of the next attempt: same job id, attempt + 1, priority back to 0
+    /// (a retry earns no place at the front of the queue).
+    pub fn next_attempt(&self) -> Self {
+        Self { attempt: self.attempt.saturating_add(1), priority: 0, ..self.clone() }
+    }
+
+    /// The envelope of a deferral: same attempt, one more deferral, and the queue's
+    /// highest priority so it runs ahead of the backlog for exactly one round.
+    pub fn deferred(&self, max_priority: u8) -> Self {
+        Self { deferrals: self.deferrals.saturating_add(1), priority: max_priority, ..self.clone() }
+    }
+
+    /// Time since the job was first enqueued.
+    pub fn age(&self) -> Duration {
+        Duration::from_millis(now_ms().saturating_sub(self.enqueued_at_ms))
+    }
+}
+
+fn now_ms() -> u64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(json: &str) -> Box<RawValue> {
+        RawValue::from_string(json.to_owned()).expect("valid json")
+    }
+
+    #[test]
+    fn an_envelope_without_deferrals_or_priority_decodes_with_zeroes_and_ignores_unknown_fields() {
+        let body = br#"{"job_id":"0b7d8a8e-3c5e-4b8e-9d5e-2f1b9c1a7e10","job_type":"t","queue":"q",
+            "attempt":2,"enqueued_at_ms":5,"payload":{"a":[1, 2]},"from_the_future":true}"#;
+        let envelope = Envelope::decode(body).expect("decodes");
+        assert_eq!((envelope.deferrals, envelope.priority, envelope.attempt), (0, 0, 2));
+        assert_eq!(envelope.payload.get(), r#"{"a":[1, 2]}"#, "payload kept byte for byte");
+    }
+
+    #[test]
+    fn a_retry_keeps_the_job_id_increments_the_attempt_and_resets_the_priority() {
+        let first = Envelope::new("t", "q", payload("{}")).deferred(10);
+        let retry = first.next_attempt();
+        assert_eq!((retry.job_id, retry.attempt, retry.priority), (first.job_id, 2, 0));
+        assert_eq!(retry.deferrals, 1, "deferrals are history, not reset");
+    }
+
+    #[test]
+    fn a_deferral_spends_no_attempt_and_takes_the_queue_maximum_priority() {
+        let first = Envelope::new("t", "q", payload("{}"));
+        let deferred = first.deferred(7);
+        assert_eq!((deferred.attempt, deferred.deferrals, deferred.priority), (1, 1, 7));
+    }
+
+    #[test]
+    fn encoding_round_trips() {
+        let envelope = Envelope::new("t", "q", payload(r#"{"to":"a@b.c"}"#));
+        assert_eq!(Envelope::decode(&envelope.encode()).expect("decodes"), envelope);
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_envelope_is_malformed() {
+        let err = Envelope::decode(b"not json").expect_err("malformed");
+        assert!(err.to_string().starts_with("malformed envelope: "), "{err}");
+    }
+}

@@ -1,0 +1,18 @@
+//! The guest SDK of jobhost: everything a plugin author depends on.
+//!
+//! # Table of contents
+//! - [`RetryPolicy`], [`Backoff`], [`RetryDecision`]: retry policies and their arithmetic,
+//!   shared by guests and the host.
+//! - [`JobError`]: how a handler says a job did not complete.
+//! - [`Queues`], [`Job`], [`QueueConfig`] and their derives: a plugin's queues and jobs.
+
+#![warn(missing_docs)]
+
+mod error;
+mod policy;
+mod queue;
+
+pub use error::JobError;
+pub use jobhost_macros::{Job, Queues};
+pub use policy::{Backoff, RetryDecision, RetryPolicy};
+pub use queue::{Job, QueueConfig, Queues};

@@ -1,0 +1,70 @@
+//! The traits `#[derive(Queues)]` and `#[derive(Job)]` implement, and a queue's settings.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::RetryPolicy;
+
+/// A plugin's set of queues, usually an enum with `#[derive(Queues)]`.
+pub trait Queues: Copy + Eq + Hash + Debug + Send + Sync + 'static {
+    /// Every queue of the set, in declaration order.
+    fn all() -> &'static [Self];
+    /// The broker name of this queue (prefix included).
+    fn name(&self) -> &'static str;
+    /// This queue's settings.
+    fn config(&self) -> QueueConfig;
+}
+
+/// A job type, usually a struct with `#[derive(Job)]`; its value is the payload.
+pub trait Job: Serialize + DeserializeOwned {
+    /// The job type name carried in every envelope (default: `module_path::TypeName`).
+    const NAME: &'static str;
+    /// The queue set this job's queue belongs to.
+    type Queues: Queues;
+    /// The queue this job is published to.
+    const QUEUE: Self::Queues;
+    /// The job's own retry policy: `Some` only when the job writes `retry(...)`, in which
+    /// case it replaces the queue's policy entirely.
+    fn retry_policy() -> Option<RetryPolicy>;
+    /// The job's own timeout, overriding the queue's.
+    fn timeout() -> Option<Duration>;
+}
+
+/// A queue's broker settings and its retry floor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueConfig {
+    /// The broker name; hold and dead-letter queues are named after it.
+    pub name: String,
+    /// How many unacknowledged deliveries a consumer may hold (1..=65535, default 16).
+    pub prefetch: u16,
+    /// Whether the queue survives a broker restart (default true).
+    pub durable: bool,
+    /// The highest message priority, `x-max-priority` (default 10; 0 means none).
+    pub max_priority: u8,
+    /// `x-message-ttl`, when set.
+    pub message_ttl: Option<Duration>,
+    /// The policy of every job on this queue that has none of its own
+    /// ([`RetryPolicy::default`] when the queue writes no `retry(...)`).
+    pub retry: RetryPolicy,
+    /// How long one attempt may run, unless the job says otherwise.
+    pub timeout: Option<Duration>,
+}
+
+impl QueueConfig {
+    /// A queue named `name` with every default.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            prefetch: 16,
+            durable: true,
+            max_priority: 10,
+            message_ttl: None,
+            retry: RetryPolicy::default(),
+            timeout: None,
+        }
+    }
+}
