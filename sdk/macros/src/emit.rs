@@ -16,9 +16,9 @@ pub(crate) fn duration(duration: Duration) -> TokenStream {
 /// An `Option<Duration>` expression.
 pub(crate) fn optional_duration(duration: Option<Duration>) -> TokenStream {
     match duration {
-        Some(duration) => {
-            let duration = self::duration(duration);
-            quote!(::core::option::Option::Some(#duration))
+        Some(value) => {
+            let value = self::duration(value);
+            quote!(::core::option::Option::Some(#value))
         }
         None => quote!(::core::option::Option::None),
     }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use quote::ToTokens;
 use syn::punctuated::Punctuated;
 use syn::{DeriveInput, Ident, Meta, Path};
 
@@ -88,7 +89,7 @@ fn queue_path(meta: &Meta, errors: &mut Errors) -> Option<(Path, Path)> {
             format!(
                 "`queue` must name a variant of a `#[derive(Queues)]` enum as `Type::Variant`, \
                  got `{}`: write e.g. `queue = {QUEUE_EXAMPLE}`",
-                quote::ToTokens::to_token_stream(path)
+                path.to_token_stream()
             ),
         );
         return None;
@@ -103,7 +104,6 @@ fn queue_path(meta: &Meta, errors: &mut Errors) -> Option<(Path, Path)> {
 
 #[cfg(test)]
 mod tests {
-    use quote::ToTokens;
     use syn::parse_quote;
 
     use super::*;

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use proc_macro2::Span;
 use syn::ext::IdentExt;
-use syn::{Data, DeriveInput, Fields, Ident, Variant};
+use syn::spanned::Spanned;
+use syn::{Attribute, Data, DeriveInput, Fields, Ident, Variant};
 
 use crate::attrs::{self, Args};
 use crate::errors::Errors;
@@ -54,6 +55,12 @@ pub(crate) fn parse(input: &DeriveInput) -> syn::Result<QueueSet> {
         "one unit variant per queue",
         &mut errors,
     );
+    reject_misplaced(
+        &input.attrs,
+        "queue",
+        "configures one queue and belongs on a variant; on the enum, write `#[queues(prefix = \"...\")]`",
+        &mut errors,
+    );
     let args = Args::from_attrs(&input.attrs, "queues", &["prefix"], &mut errors);
     let prefix = args
         .read_or("prefix", None, &mut errors, |meta, errors| {
@@ -95,12 +102,16 @@ fn queue(variant: &Variant, prefix: Option<&str>, errors: &mut Errors) -> Option
             ),
         );
     }
+    reject_misplaced(
+        &variant.attrs,
+        "queues",
+        "belongs on the enum; on a variant, write `#[queue(...)]`",
+        errors,
+    );
     let args = Args::from_attrs(&variant.attrs, "queue", QUEUE_KEYS, errors);
     let name = match args.get("name") {
         // An explicit name is the broker name, verbatim: the prefix only shapes defaults.
-        Some(meta) => {
-            attrs::name(meta, errors).map(|name| (name, syn::spanned::Spanned::span(meta)))
-        }
+        Some(meta) => attrs::name(meta, errors).map(|name| (name, meta.span())),
         None => Some((default_name(ident, prefix), ident.span())),
     };
     let prefetch = args.read_or("prefetch", 16, errors, |meta, errors| {
@@ -134,6 +145,14 @@ fn queue(variant: &Variant, prefix: Option<&str>, errors: &mut Errors) -> Option
         timeout: timeout?,
         retry: retry?,
     })
+}
+
+/// Both attributes are helpers of this derive, so rustc accepts either anywhere on the
+/// enum; one in the wrong place would otherwise be ignored without a word.
+fn reject_misplaced(attrs: &[Attribute], name: &str, rule: &str, errors: &mut Errors) {
+    for attr in attrs.iter().filter(|attr| attr.path().is_ident(name)) {
+        errors.spanned(attr, format!("`#[{name}(...)]` {rule}"));
+    }
 }
 
 fn optional_duration(meta: &syn::Meta, errors: &mut Errors) -> Option<Option<Duration>> {
@@ -282,6 +301,22 @@ mod tests {
             }
         });
         assert_eq!(errors.len(), 7, "{errors:#?}");
+    }
+
+    #[test]
+    fn attributes_in_the_wrong_place_are_refused() {
+        let errors = errors_of(parse_quote! {
+            #[queue(name = "a")]
+            enum Q { #[queues(prefix = "p")] A }
+        });
+        assert_eq!(
+            errors,
+            [
+                "`#[queue(...)]` configures one queue and belongs on a variant; on the enum, \
+                 write `#[queues(prefix = \"...\")]`",
+                "`#[queues(...)]` belongs on the enum; on a variant, write `#[queue(...)]`",
+            ]
+        );
     }
 
     #[test]

@@ -152,12 +152,11 @@ fn fixed(args: &Args, backoff_meta: Option<&Meta>, errors: &mut Errors) -> Optio
         return attrs::duration(meta, errors).map(BackoffSpec::Fixed);
     }
     // Fixed is never the default, so `backoff` was written and is what to point at.
-    let message = "`backoff = \"fixed\"` needs `delay`, the wait before every retry: \
-                   add e.g. `delay = \"30s\"`";
-    match backoff_meta {
-        Some(meta) => errors.spanned(meta, message),
-        None => errors.at(proc_macro2::Span::call_site(), message),
-    }
+    errors.spanned(
+        backoff_meta,
+        "`backoff = \"fixed\"` needs `delay`, the wait before every retry: \
+         add e.g. `delay = \"30s\"`",
+    );
     None
 }
 
@@ -182,10 +181,7 @@ fn exponential(args: &Args, errors: &mut Errors) -> Option<BackoffSpec> {
             default("max"),
         );
         // The defaults are in order, so at least one side was written: point at it.
-        match args.get("base").or_else(|| args.get("max")) {
-            Some(meta) => errors.spanned(meta, message),
-            None => errors.at(proc_macro2::Span::call_site(), message),
-        }
+        errors.spanned(args.get("base").or_else(|| args.get("max")), message);
         return None;
     }
     Some(BackoffSpec::Exponential {
