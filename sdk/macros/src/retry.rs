@@ -74,8 +74,9 @@ impl Kind {
     }
 }
 
-/// Read `retry(...)`. `None` once an error is recorded, and then every other mistake in
-/// the list is recorded too.
+/// Read `retry(...)`. `None` once an error is recorded; reading goes on, so every other
+/// mistake in the list is recorded too (except, after a misspelt `backoff`, keys that
+/// belong to one kind: there is no kind to check them against).
 pub(crate) fn parse(list: &MetaList, errors: &mut Errors) -> Option<RetrySpec> {
     let args = Args::from_list(list, KEYS, errors);
     let max_attempts = args.read_or("max_attempts", DEFAULT_ATTEMPTS, errors, |meta, errors| {
