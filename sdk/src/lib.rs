@@ -5,13 +5,16 @@
 //!   shared by guests and the host.
 //! - [`JobError`]: how a handler says a job did not complete.
 //! - [`Queues`], [`Job`], [`QueueConfig`] and their derives: a plugin's queues and jobs.
+//! - [`parse_duration`], [`DurationError`]: the duration grammar of attributes and flags.
 
 #![warn(missing_docs)]
 
+mod duration;
 mod error;
 mod policy;
 mod queue;
 
+pub use duration::{DurationError, parse_duration};
 pub use error::JobError;
 pub use jobhost_macros::{Job, Queues};
 pub use policy::{Backoff, RetryDecision, RetryPolicy};
