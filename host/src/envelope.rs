@@ -57,7 +57,11 @@ pub struct MalformedEnvelope(#[from] serde_json::Error);
 
 impl Envelope {
     /// A first attempt of a new job, enqueued now.
-    pub fn new(job_type: impl Into<String>, queue: impl Into<String>, payload: Box<RawValue>) -> Self {
+    pub fn new(
+        job_type: impl Into<String>,
+        queue: impl Into<String>,
+        payload: Box<RawValue>,
+    ) -> Self {
         Self {
             job_id: Uuid::new_v4(),
             job_type: job_type.into(),
@@ -84,13 +88,21 @@ impl Envelope {
     /// The envelope of the next attempt: same job id, attempt + 1, priority back to 0
     /// (a retry earns no place at the front of the queue).
     pub fn next_attempt(&self) -> Self {
-        Self { attempt: self.attempt.saturating_add(1), priority: 0, ..self.clone() }
+        Self {
+            attempt: self.attempt.saturating_add(1),
+            priority: 0,
+            ..self.clone()
+        }
     }
 
     /// The envelope of a deferral: same attempt, one more deferral, and the queue's
     /// highest priority so it runs ahead of the backlog for exactly one round.
     pub fn deferred(&self, max_priority: u8) -> Self {
-        Self { deferrals: self.deferrals.saturating_add(1), priority: max_priority, ..self.clone() }
+        Self {
+            deferrals: self.deferrals.saturating_add(1),
+            priority: max_priority,
+            ..self.clone()
+        }
     }
 
     /// Time since the job was first enqueued.
@@ -100,7 +112,9 @@ impl Envelope {
 }
 
 fn now_ms() -> u64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -117,15 +131,25 @@ mod tests {
         let body = br#"{"job_id":"0b7d8a8e-3c5e-4b8e-9d5e-2f1b9c1a7e10","job_type":"t","queue":"q",
             "attempt":2,"enqueued_at_ms":5,"payload":{"a":[1, 2]},"from_the_future":true}"#;
         let envelope = Envelope::decode(body).expect("decodes");
-        assert_eq!((envelope.deferrals, envelope.priority, envelope.attempt), (0, 0, 2));
-        assert_eq!(envelope.payload.get(), r#"{"a":[1, 2]}"#, "payload kept byte for byte");
+        assert_eq!(
+            (envelope.deferrals, envelope.priority, envelope.attempt),
+            (0, 0, 2)
+        );
+        assert_eq!(
+            envelope.payload.get(),
+            r#"{"a":[1, 2]}"#,
+            "payload kept byte for byte"
+        );
     }
 
     #[test]
     fn a_retry_keeps_the_job_id_increments_the_attempt_and_resets_the_priority() {
         let first = Envelope::new("t", "q", payload("{}")).deferred(10);
         let retry = first.next_attempt();
-        assert_eq!((retry.job_id, retry.attempt, retry.priority), (first.job_id, 2, 0));
+        assert_eq!(
+            (retry.job_id, retry.attempt, retry.priority),
+            (first.job_id, 2, 0)
+        );
         assert_eq!(retry.deferrals, 1, "deferrals are history, not reset");
     }
 
@@ -133,13 +157,19 @@ mod tests {
     fn a_deferral_spends_no_attempt_and_takes_the_queue_maximum_priority() {
         let first = Envelope::new("t", "q", payload("{}"));
         let deferred = first.deferred(7);
-        assert_eq!((deferred.attempt, deferred.deferrals, deferred.priority), (1, 1, 7));
+        assert_eq!(
+            (deferred.attempt, deferred.deferrals, deferred.priority),
+            (1, 1, 7)
+        );
     }
 
     #[test]
     fn encoding_round_trips() {
         let envelope = Envelope::new("t", "q", payload(r#"{"to":"a@b.c"}"#));
-        assert_eq!(Envelope::decode(&envelope.encode()).expect("decodes"), envelope);
+        assert_eq!(
+            Envelope::decode(&envelope.encode()).expect("decodes"),
+            envelope
+        );
     }
 
     #[test]

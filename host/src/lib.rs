@@ -2,9 +2,13 @@
 //!
 //! # Table of contents
 //! - [`envelope`]: the JSON envelope every job travels in, shared with the `queuey` crate.
-//! - [`broker`]: the [`broker::Backend`] seam and its implementations.
+//! - [`broker`]: the [`broker::Backend`] seam, RabbitMQ and the embedded memory backend.
+//! - [`plugin`]: loading and running WebAssembly job handlers.
+//! - [`policy`]: which retry policy and timeout apply to a delivery.
 
 #![warn(missing_docs)]
 
 pub mod broker;
 pub mod envelope;
+pub mod plugin;
+pub mod policy;

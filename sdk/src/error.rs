@@ -40,7 +40,10 @@ impl JobError {
 
     /// Run the job again after `delay`, without spending an attempt, saying why.
     pub fn deferred_msg(delay: Duration, msg: impl Into<String>) -> Self {
-        Self::Deferred { delay, reason: msg.into() }
+        Self::Deferred {
+            delay,
+            reason: msg.into(),
+        }
     }
 }
 
@@ -66,7 +69,10 @@ mod tests {
             JobError::retryable("service is down").to_string(),
             "job failed (retryable): service is down"
         );
-        assert_eq!(JobError::fatal("bad address").to_string(), "job failed (fatal): bad address");
+        assert_eq!(
+            JobError::fatal("bad address").to_string(),
+            "job failed (fatal): bad address"
+        );
         assert_eq!(
             JobError::deferred_msg(Duration::from_secs(30), "rate limited").to_string(),
             "job deferred for 30s: rate limited"

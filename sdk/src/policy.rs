@@ -30,22 +30,34 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// One attempt, no retries.
     pub const fn none() -> Self {
-        Self { max_attempts: 1, backoff: Backoff::None }
+        Self {
+            max_attempts: 1,
+            backoff: Backoff::None,
+        }
     }
 
     /// `max_attempts` attempts with [`Backoff::exponential`] waits between them.
     pub const fn exponential(max_attempts: u32) -> Self {
-        Self { max_attempts, backoff: Backoff::exponential() }
+        Self {
+            max_attempts,
+            backoff: Backoff::exponential(),
+        }
     }
 
     /// `max_attempts` attempts with a constant `delay` between them.
     pub const fn fixed(max_attempts: u32, delay: Duration) -> Self {
-        Self { max_attempts, backoff: Backoff::Fixed(delay) }
+        Self {
+            max_attempts,
+            backoff: Backoff::Fixed(delay),
+        }
     }
 
     /// `max_attempts` attempts with the given backoff.
     pub const fn new(max_attempts: u32, backoff: Backoff) -> Self {
-        Self { max_attempts, backoff }
+        Self {
+            max_attempts,
+            backoff,
+        }
     }
 
     /// What to do after attempt `failed_attempt` (1-based) failed retryably: give up once
@@ -54,7 +66,9 @@ impl RetryPolicy {
         if failed_attempt >= self.max_attempts {
             RetryDecision::GiveUp
         } else {
-            RetryDecision::Retry { delay: self.backoff.delay_for(failed_attempt) }
+            RetryDecision::Retry {
+                delay: self.backoff.delay_for(failed_attempt),
+            }
         }
     }
 }
@@ -127,9 +141,9 @@ impl Backoff {
         match *self {
             Self::None => Duration::ZERO,
             Self::Fixed(delay) => delay,
-            Self::Exponential { base, factor, max, .. } => {
-                exponential_delay(base, factor, max, failed_attempt.max(1))
-            }
+            Self::Exponential {
+                base, factor, max, ..
+            } => exponential_delay(base, factor, max, failed_attempt.max(1)),
         }
     }
 }
@@ -164,7 +178,16 @@ mod tests {
     #[test]
     fn the_chapter_table_holds_for_the_default_backoff_without_jitter() {
         let backoff = exact(1, 2.0, 300);
-        let table = [(1, 1), (2, 2), (3, 4), (4, 8), (9, 256), (10, 300), (11, 300), (100, 300)];
+        let table = [
+            (1, 1),
+            (2, 2),
+            (3, 4),
+            (4, 8),
+            (9, 256),
+            (10, 300),
+            (11, 300),
+            (100, 300),
+        ];
         for (attempt, secs) in table {
             assert_eq!(
                 backoff.delay_for(attempt),
@@ -177,18 +200,29 @@ mod tests {
     #[test]
     fn decide_gives_up_exactly_when_the_failed_attempt_reaches_max_attempts() {
         let policy = RetryPolicy::fixed(3, Duration::from_millis(500));
-        let retry = RetryDecision::Retry { delay: Duration::from_millis(500) };
+        let retry = RetryDecision::Retry {
+            delay: Duration::from_millis(500),
+        };
         assert_eq!(policy.decide(1), retry);
         assert_eq!(policy.decide(2), retry);
         assert_eq!(policy.decide(3), RetryDecision::GiveUp);
         assert_eq!(policy.decide(4), RetryDecision::GiveUp);
         assert_eq!(RetryPolicy::none().decide(1), RetryDecision::GiveUp);
-        assert_eq!(RetryPolicy::new(0, Backoff::None).decide(0), RetryDecision::GiveUp);
+        assert_eq!(
+            RetryPolicy::new(0, Backoff::None).decide(0),
+            RetryDecision::GiveUp
+        );
     }
 
     #[test]
     fn the_default_policy_is_one_attempt_without_backoff() {
-        assert_eq!(RetryPolicy::default(), RetryPolicy { max_attempts: 1, backoff: Backoff::None });
+        assert_eq!(
+            RetryPolicy::default(),
+            RetryPolicy {
+                max_attempts: 1,
+                backoff: Backoff::None
+            }
+        );
         assert_eq!(RetryPolicy::default(), RetryPolicy::none());
     }
 
@@ -207,7 +241,9 @@ mod tests {
         );
         assert_eq!(
             RetryPolicy::new(4, exact(2, 3.0, 60)).decide(2),
-            RetryDecision::Retry { delay: Duration::from_secs(6) }
+            RetryDecision::Retry {
+                delay: Duration::from_secs(6)
+            }
         );
     }
 
@@ -218,7 +254,10 @@ mod tests {
 
     #[test]
     fn huge_attempts_saturate_to_the_cap() {
-        assert_eq!(exact(1, 2.0, 300).delay_for(u32::MAX), Duration::from_secs(300));
+        assert_eq!(
+            exact(1, 2.0, 300).delay_for(u32::MAX),
+            Duration::from_secs(300)
+        );
         let huge = Backoff::Exponential {
             base: Duration::MAX,
             factor: f64::MAX,
@@ -240,7 +279,11 @@ mod tests {
                 );
             }
         }
-        assert_eq!(exact(90, f64::NAN, 60).delay_for(1), Duration::from_secs(60), "still capped");
+        assert_eq!(
+            exact(90, f64::NAN, 60).delay_for(1),
+            Duration::from_secs(60),
+            "still capped"
+        );
     }
 
     #[test]
@@ -270,12 +313,18 @@ mod tests {
         for attempt in [1, 3, 6, 9, 12] {
             let ceiling = backoff.computed_delay(attempt);
             let draws: Vec<Duration> = (0..2_000).map(|_| backoff.delay_for(attempt)).collect();
-            assert!(draws.iter().all(|d| *d <= ceiling), "attempt {attempt}: above {ceiling:?}");
+            assert!(
+                draws.iter().all(|d| *d <= ceiling),
+                "attempt {attempt}: above {ceiling:?}"
+            );
             let low = draws.iter().filter(|d| **d < ceiling / 4).count();
             let high = draws.iter().filter(|d| **d > ceiling * 3 / 4).count();
             // Uniform on [0, ceiling]: each quarter holds ~500 of 2000 draws; 300 is far
             // outside any plausible deviation yet far above what a narrow jitter would give.
-            assert!(low > 300 && high > 300, "attempt {attempt}: {low} low, {high} high draws");
+            assert!(
+                low > 300 && high > 300,
+                "attempt {attempt}: {low} low, {high} high draws"
+            );
         }
     }
 
@@ -283,6 +332,9 @@ mod tests {
     fn policies_round_trip_through_json() {
         let policy = RetryPolicy::new(4, exact(2, 3.0, 60));
         let json = serde_json::to_string(&policy).expect("serialize");
-        assert_eq!(serde_json::from_str::<RetryPolicy>(&json).expect("deserialize"), policy);
+        assert_eq!(
+            serde_json::from_str::<RetryPolicy>(&json).expect("deserialize"),
+            policy
+        );
     }
 }

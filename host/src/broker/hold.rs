@@ -30,8 +30,12 @@ impl HoldQueue {
         if delay > MAX_HOLD_DELAY {
             return Err(BrokerError::DelayTooLong { delay });
         }
-        let ttl_ms = u64::try_from(delay.as_millis()).map_err(|_| BrokerError::DelayTooLong { delay })?;
-        Ok(Self { name: format!("{queue}.deferred.{ttl_ms}"), ttl_ms })
+        let ttl_ms =
+            u64::try_from(delay.as_millis()).map_err(|_| BrokerError::DelayTooLong { delay })?;
+        Ok(Self {
+            name: format!("{queue}.deferred.{ttl_ms}"),
+            ttl_ms,
+        })
     }
 
     /// Its `x-expires`: twice the TTL, so an idle hold queue disappears but one in use
@@ -49,7 +53,10 @@ pub fn dead_letter_queue_name(queue: &str) -> String {
 /// Refuse work queue names whose hold queues could not be named.
 pub(crate) fn check_queue_name(queue: &str) -> Result<(), BrokerError> {
     if queue.len() > MAX_QUEUE_NAME {
-        return Err(BrokerError::QueueNameTooLong { name: queue.to_owned(), max: MAX_QUEUE_NAME });
+        return Err(BrokerError::QueueNameTooLong {
+            name: queue.to_owned(),
+            max: MAX_QUEUE_NAME,
+        });
     }
     Ok(())
 }
@@ -61,15 +68,25 @@ mod tests {
     #[test]
     fn hold_queues_are_named_after_the_queue_and_the_delay_in_milliseconds() {
         let hold = HoldQueue::for_delay("app.emails", Duration::from_secs(4)).expect("fits");
-        assert_eq!(hold, HoldQueue { name: "app.emails.deferred.4000".into(), ttl_ms: 4000 });
+        assert_eq!(
+            hold,
+            HoldQueue {
+                name: "app.emails.deferred.4000".into(),
+                ttl_ms: 4000
+            }
+        );
         assert_eq!(hold.expires_ms(), 8000);
     }
 
     #[test]
     fn a_delay_longer_than_a_hold_queue_can_hold_is_refused() {
-        let err = HoldQueue::for_delay("q", MAX_HOLD_DELAY + Duration::from_millis(1)).expect_err("too long");
+        let err = HoldQueue::for_delay("q", MAX_HOLD_DELAY + Duration::from_millis(1))
+            .expect_err("too long");
         assert!(matches!(err, BrokerError::DelayTooLong { .. }), "{err}");
-        assert!(HoldQueue::for_delay("q", MAX_HOLD_DELAY).is_ok(), "the limit itself fits");
+        assert!(
+            HoldQueue::for_delay("q", MAX_HOLD_DELAY).is_ok(),
+            "the limit itself fits"
+        );
     }
 
     #[test]

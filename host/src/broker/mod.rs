@@ -14,6 +14,7 @@
 //!   a failed publish leaves the original to be redelivered.
 
 mod hold;
+mod memory;
 
 use std::future::Future;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use jobhost_sdk::QueueConfig;
 use crate::envelope::Envelope;
 
 pub use hold::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
+pub use memory::{DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery};
 
 /// A broker the worker consumes from and publishes to.
 pub trait Backend: Send + Sync + 'static {
@@ -42,10 +44,16 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
     /// Publish a dead letter to `{queue}.dead`. Returns once confirmed.
-    fn dead_letter(&self, letter: DeadLetterOut<'_>) -> impl Future<Output = Result<(), BrokerError>> + Send;
+    fn dead_letter(
+        &self,
+        letter: DeadLetterOut<'_>,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
     /// Start consuming the work queue with its prefetch.
-    fn consume(&self, queue: &QueueConfig) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send;
+    fn consume(
+        &self,
+        queue: &QueueConfig,
+    ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send;
 }
 
 /// A consumer of one work queue.

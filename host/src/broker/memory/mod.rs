@@ -1,0 +1,274 @@
+//! The embedded in-process backend: RabbitMQ's semantics without a broker.
+//!
+//! Work queues order by priority then arrival; hold queues are timers on tokio's clock
+//! (so tests under `start_paused` run in milliseconds); dead letters keep their reason.
+//! Nothing survives the process. Inspection methods (`pending`, `acked`, `deferred`,
+//! `dead_letters`, `hold_queues`) exist so tests can assert what the broker would hold.
+
+mod state;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use jobhost_sdk::QueueConfig;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::hold::{HoldQueue, check_queue_name};
+use super::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
+use crate::envelope::Envelope;
+use state::{Message, State};
+
+pub use state::{DeadLetter, HeldMessage};
+
+/// The in-process backend. Clones share the same queues.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryBackend {
+    state: Arc<Mutex<State>>,
+}
+
+impl MemoryBackend {
+    /// An empty broker.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Because no code path panics while holding the lock, a poisoned lock would only
+        // follow a panic elsewhere in the same test; its data is still consistent.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Envelopes ready on `queue`, in the order they would be delivered.
+    pub fn pending(&self, queue: &str) -> Vec<Envelope> {
+        self.lock()
+            .queue(queue)
+            .map(|q| q.pending())
+            .unwrap_or_default()
+    }
+
+    /// Envelopes acked on `queue`, in ack order. A retry acks the envelope it replaces,
+    /// so this counts attempts, not jobs.
+    pub fn acked(&self, queue: &str) -> Vec<Envelope> {
+        self.lock()
+            .queue(queue)
+            .map(|q| q.acked.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every envelope published into a hold queue of `queue` (retries and deferrals), in
+    /// publish order, with the hold queue's delay.
+    pub fn deferred(&self, queue: &str) -> Vec<HeldMessage> {
+        self.lock()
+            .queue(queue)
+            .map(|q| q.held.clone())
+            .unwrap_or_default()
+    }
+
+    /// The dead letters of `queue`, oldest first.
+    pub fn dead_letters(&self, queue: &str) -> Vec<DeadLetter> {
+        self.lock()
+            .queue(queue)
+            .map(|q| q.dead.clone())
+            .unwrap_or_default()
+    }
+
+    /// Remove and return the dead letters of `queue`.
+    pub fn take_dead_letters(&self, queue: &str) -> Vec<DeadLetter> {
+        self.lock()
+            .queue_mut(queue)
+            .map(|q| std::mem::take(&mut q.dead))
+            .unwrap_or_default()
+    }
+
+    /// The hold queues of `queue` that exist now (not yet expired), with their TTLs.
+    pub fn hold_queues(&self, queue: &str) -> Vec<(String, Duration)> {
+        let now = Instant::now();
+        self.lock()
+            .queue(queue)
+            .map(|q| q.live_hold_queues(now))
+            .unwrap_or_default()
+    }
+
+    /// How many distinct hold queues `queue` has ever had.
+    pub fn hold_queues_created(&self, queue: &str) -> usize {
+        self.lock().queue(queue).map_or(0, |q| q.hold_expiry.len())
+    }
+
+    /// Deliveries handed to consumers of `queue` and not yet settled.
+    pub fn unacked(&self, queue: &str) -> usize {
+        self.lock().queue(queue).map_or(0, |q| q.unacked)
+    }
+
+    /// Messages waiting in hold queues of `queue`.
+    pub fn waiting(&self, queue: &str) -> usize {
+        self.lock().queue(queue).map_or(0, |q| q.waiting)
+    }
+
+    /// Names of the declared work queues.
+    pub fn queues(&self) -> Vec<String> {
+        self.lock().queue_names()
+    }
+
+    fn release_after(&self, queue: String, message: Message, delay: Duration) {
+        let backend = self.clone();
+        // The timer task holds the message the way a hold queue does: nothing in the worker
+        // waits for it, and it lands on the work queue when the TTL expires.
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let mut state = backend.lock();
+            if let Some(q) = state.queue_mut(&queue) {
+                q.waiting -= 1;
+                q.push(message);
+            }
+        });
+    }
+}
+
+impl Backend for MemoryBackend {
+    type Consumer = MemoryConsumer;
+
+    async fn declare(&self, queue: &QueueConfig) -> Result<(), BrokerError> {
+        check_queue_name(&queue.name)?;
+        self.lock().declare(queue);
+        Ok(())
+    }
+
+    async fn publish(
+        &self,
+        envelope: &Envelope,
+        delay: Option<Duration>,
+    ) -> Result<(), BrokerError> {
+        let message = Message::new(envelope.encode(), envelope.priority);
+        let mut state = self.lock();
+        let q = state
+            .queue_mut(&envelope.queue)
+            .ok_or_else(|| BrokerError::UnknownQueue(envelope.queue.clone()))?;
+        let Some(delay) = delay else {
+            q.push(message);
+            return Ok(());
+        };
+        let hold = HoldQueue::for_delay(&envelope.queue, delay)?;
+        q.hold(hold, envelope.clone(), delay, Instant::now());
+        drop(state);
+        self.release_after(envelope.queue.clone(), message, delay);
+        Ok(())
+    }
+
+    async fn dead_letter(&self, letter: DeadLetterOut<'_>) -> Result<(), BrokerError> {
+        let mut state = self.lock();
+        let q = state
+            .queue_mut(letter.queue)
+            .ok_or_else(|| BrokerError::UnknownQueue(letter.queue.to_owned()))?;
+        q.dead.push(DeadLetter {
+            body: letter.body.to_vec(),
+            reason: letter.reason.to_owned(),
+            attempts: letter.attempts,
+        });
+        Ok(())
+    }
+
+    async fn consume(&self, queue: &QueueConfig) -> Result<MemoryConsumer, BrokerError> {
+        let notify = self
+            .lock()
+            .queue(&queue.name)
+            .map(|q| q.notify.clone())
+            .ok_or_else(|| BrokerError::UnknownQueue(queue.name.clone()))?;
+        Ok(MemoryConsumer {
+            backend: self.clone(),
+            queue: queue.name.clone(),
+            prefetch: Arc::new(Semaphore::new(usize::from(queue.prefetch.max(1)))),
+            notify,
+        })
+    }
+}
+
+/// A consumer of one in-memory work queue, holding at most `prefetch` unsettled deliveries.
+#[derive(Debug)]
+pub struct MemoryConsumer {
+    backend: MemoryBackend,
+    queue: String,
+    prefetch: Arc<Semaphore>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl Consumer for MemoryConsumer {
+    type Delivery = MemoryDelivery;
+
+    async fn next(&mut self) -> Option<MemoryDelivery> {
+        let permit = self.prefetch.clone().acquire_owned().await.ok()?;
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(message) = self.backend.lock().queue_mut(&self.queue)?.pop() {
+                return Some(MemoryDelivery {
+                    backend: self.backend.clone(),
+                    queue: self.queue.clone(),
+                    message: Some(message),
+                    _permit: permit,
+                });
+            }
+            notified.await;
+        }
+    }
+
+    async fn close(self) {}
+}
+
+/// A message taken from an in-memory queue. Dropped unsettled, it goes back to the queue
+/// as redelivered, as RabbitMQ does with the unacked messages of a closed channel.
+#[derive(Debug)]
+pub struct MemoryDelivery {
+    backend: MemoryBackend,
+    queue: String,
+    message: Option<Message>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl MemoryDelivery {
+    fn settle(&mut self, ack: bool) {
+        let Some(message) = self.message.take() else {
+            return;
+        };
+        let mut state = self.backend.lock();
+        if let Some(q) = state.queue_mut(&self.queue) {
+            if ack {
+                q.ack(&message);
+            } else {
+                q.requeue(message);
+            }
+        }
+    }
+}
+
+impl Delivery for MemoryDelivery {
+    fn body(&self) -> &[u8] {
+        self.message.as_ref().map_or(&[], |m| &m.body)
+    }
+
+    fn redelivered(&self) -> bool {
+        self.message.as_ref().is_some_and(|m| m.redelivered)
+    }
+
+    async fn ack(mut self) -> Result<(), BrokerError> {
+        self.settle(true);
+        Ok(())
+    }
+
+    async fn requeue(mut self) -> Result<(), BrokerError> {
+        self.settle(false);
+        Ok(())
+    }
+}
+
+impl Drop for MemoryDelivery {
+    fn drop(&mut self) {
+        self.settle(false);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,143 @@
+//! Which retry policy and timeout apply to a delivery, and how delays become hold queues.
+//!
+//! Resolved per delivery from the plugin loaded *now*, so a hot-reloaded plugin's new
+//! policy decides the next failure of a job already mid-retries.
+
+use std::time::Duration;
+
+use jobhost_sdk::{QueueConfig, RetryPolicy};
+
+use crate::plugin::JobSpec;
+
+/// The policy that decides a failed attempt: the job's own `retry(...)`, else its queue's
+/// (which is [`RetryPolicy::default`], one attempt, when the queue writes none).
+pub fn effective_policy<'a>(job: &'a JobSpec, queue: &'a QueueConfig) -> &'a RetryPolicy {
+    job.retry.as_ref().unwrap_or(&queue.retry)
+}
+
+/// How long one attempt may run: the job's timeout, else its queue's, else the host default.
+pub fn effective_timeout(job: &JobSpec, queue: &QueueConfig, default: Duration) -> Duration {
+    job.timeout.or(queue.timeout).unwrap_or(default)
+}
+
+/// The step every delay is rounded up to (`retry_granularity`, default 1 s).
+///
+/// Each distinct rounded delay is its own hold queue, so the step bounds how many hold
+/// queues a failing queue can have: with a 5-minute cap, 1 s allows 300 and 10 s allows 30.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Granularity(Duration);
+
+impl Default for Granularity {
+    fn default() -> Self {
+        Self(Duration::from_secs(1))
+    }
+}
+
+impl Granularity {
+    /// A step of `step`; a zero step is raised to one millisecond, the broker's TTL unit.
+    pub fn new(step: Duration) -> Self {
+        Self(step.max(Duration::from_millis(1)))
+    }
+
+    /// The step.
+    pub fn step(self) -> Duration {
+        self.0
+    }
+
+    /// `delay` rounded up to a whole number of steps, and at least one step, so that even
+    /// an immediate retry goes through a hold queue instead of spinning on the work queue.
+    pub fn round(self, delay: Duration) -> Duration {
+        let step = self.0.as_nanos();
+        let steps = delay.as_nanos().div_ceil(step).max(1);
+        let nanos = steps.saturating_mul(step);
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(retry: Option<RetryPolicy>, timeout: Option<Duration>) -> JobSpec {
+        JobSpec {
+            name: "j".into(),
+            queue: "q".into(),
+            retry,
+            timeout,
+        }
+    }
+
+    #[test]
+    fn a_job_policy_replaces_the_queue_policy_entirely() {
+        let mut queue = QueueConfig::new("q");
+        queue.retry = RetryPolicy::exponential(3);
+        let own = RetryPolicy::fixed(5, Duration::from_secs(2));
+        assert_eq!(
+            effective_policy(&job(Some(own.clone()), None), &queue),
+            &own
+        );
+        assert_eq!(
+            effective_policy(&job(None, None), &queue),
+            &RetryPolicy::exponential(3)
+        );
+    }
+
+    #[test]
+    fn a_job_on_a_queue_without_retry_gets_one_attempt() {
+        let queue = QueueConfig::new("q");
+        assert_eq!(
+            effective_policy(&job(None, None), &queue),
+            &RetryPolicy::default()
+        );
+        assert_eq!(effective_policy(&job(None, None), &queue).max_attempts, 1);
+    }
+
+    #[test]
+    fn the_job_timeout_wins_over_the_queue_timeout_which_wins_over_the_default() {
+        let mut queue = QueueConfig::new("q");
+        let default = Duration::from_secs(300);
+        assert_eq!(
+            effective_timeout(&job(None, None), &queue, default),
+            default
+        );
+        queue.timeout = Some(Duration::from_secs(9));
+        assert_eq!(
+            effective_timeout(&job(None, None), &queue, default),
+            Duration::from_secs(9)
+        );
+        let own = Some(Duration::from_secs(2));
+        assert_eq!(
+            effective_timeout(&job(None, own), &queue, default),
+            Duration::from_secs(2)
+        );
+    }
+
+    #[test]
+    fn delays_round_up_to_whole_steps_and_at_least_one_step() {
+        let second = Granularity::default();
+        assert_eq!(second.round(Duration::ZERO), Duration::from_secs(1));
+        assert_eq!(
+            second.round(Duration::from_millis(1)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(second.round(Duration::from_secs(2)), Duration::from_secs(2));
+        assert_eq!(
+            second.round(Duration::from_millis(2001)),
+            Duration::from_secs(3)
+        );
+        let ten = Granularity::new(Duration::from_secs(10));
+        assert_eq!(ten.round(Duration::from_secs(11)), Duration::from_secs(20));
+        assert_eq!(
+            Granularity::new(Duration::ZERO).step(),
+            Duration::from_millis(1)
+        );
+    }
+
+    #[test]
+    fn rounding_the_longest_duration_saturates_instead_of_panicking() {
+        assert_eq!(
+            Granularity::default().round(Duration::MAX),
+            Duration::from_nanos(u64::MAX)
+        );
+    }
+}
