@@ -3,7 +3,7 @@
 //! # Table of contents
 //! - [`envelope`]: the JSON envelope every job travels in, shared with the `queuey` crate.
 //! - [`broker`]: the [`broker::Backend`] seam, RabbitMQ and the embedded memory backend.
-//! - [`plugin`]: loading and running WebAssembly job handlers.
+//! - [`plugin`]: the wasmtime engine that loads plugin components and runs their jobs.
 //! - [`policy`]: which retry policy and timeout apply to a delivery.
 
 #![warn(missing_docs)]
