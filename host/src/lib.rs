@@ -3,7 +3,7 @@
 //! # Table of contents
 //! - [`envelope`]: the JSON envelope every job travels in, shared with the `queuey` crate.
 //! - [`broker`]: the [`broker::Backend`] seam, RabbitMQ and the embedded memory backend.
-//! - [`plugin`]: loading and running WebAssembly job handlers.
+//! - [`plugin`]: the wasmtime engine that loads plugin components and runs their jobs.
 //! - [`policy`]: which retry policy and timeout apply to a delivery.
 //! - [`producer`]: enqueueing typed jobs from native Rust applications.
 //! - [`reload`]: loading the plugin directory and following its changes.
@@ -17,5 +17,6 @@ pub mod envelope;
 pub mod plugin;
 pub mod policy;
 pub mod producer;
+pub mod reload;
 pub mod testing;
 pub mod worker;

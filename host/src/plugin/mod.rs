@@ -1,85 +1,44 @@
-//! Placeholder of the plugin layer's public types; replaced by the wasmtime layer.
+//! The plugin layer: everything that knows wasmtime.
+//!
+//! No wasmtime type appears in this module's public API; the worker sees an [`Engine`]
+//! that loads [`Plugin`]s and a [`Plugin`] that turns an [`Invocation`] into an
+//! [`Outcome`].
+//!
+//! # Contract
+//! - A plugin is a component of the `plugin` world of `wit/jobhost.wit`, version
+//!   [`WIT_VERSION`]. Anything else is refused at load with a [`LoadError`] naming the
+//!   file and the reason.
+//! - Compile once, instantiate per job: each [`Plugin::invoke`] runs in a fresh instance
+//!   with the engine's memory cap and the invocation's timeout, and never fails: traps,
+//!   panics, timeouts and the memory cap are [`Outcome::Crashed`].
+//! - The sandbox grants nothing beyond the contract: no files, no environment, no sockets.
+//!   Guest logs and stdout/stderr lines become `tracing` events (target `jobhost::guest`)
+//!   tagged with plugin, job type, job id and attempt.
+//! - Follow-up jobs a handler enqueues are returned in [`Outcome::Completed`]; the worker
+//!   publishes them only when the job succeeds.
+//!
+//! # Table of contents
+//! - [`engine`](Engine): the wasmtime engine, its pool, permits and epoch ticker.
+//! - `load`: compile (or read the artifact cache), check the world, link, read the
+//!   [`Manifest`]; `cache` holds the artifact cache.
+//! - [`manifest`](Manifest): the manifest in host types, validated.
+//! - [`invoke`](Plugin::invoke): one job in a fresh store, and its [`Outcome`].
+//! - `store`, `host_api`, `guest_log`: the per-job store data and limits, the imports a
+//!   guest calls, and where its output goes.
 
-use std::time::Duration;
+mod bindings;
+mod cache;
+mod engine;
+mod error;
+mod guest_log;
+mod host_api;
+mod invoke;
+mod load;
+mod manifest;
+mod store;
 
-use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
-use serde_json::value::RawValue;
-use uuid::Uuid;
-
-/// What a plugin serves.
-#[derive(Debug, Clone)]
-pub struct Manifest {
-    /// Plugin name.
-    pub name: String,
-    /// Its queues.
-    pub queues: Vec<QueueConfig>,
-    /// Its jobs.
-    pub jobs: Vec<JobSpec>,
-}
-
-/// A job type.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobSpec {
-    /// Job type name.
-    pub name: String,
-    /// Its queue.
-    pub queue: String,
-    /// Its own policy.
-    pub retry: Option<RetryPolicy>,
-    /// Its own timeout.
-    pub timeout: Option<Duration>,
-}
-
-/// One delivery to run.
-#[derive(Debug, Clone, Copy)]
-pub struct Invocation<'a> {
-    /// Job id.
-    pub job_id: Uuid,
-    /// Job type.
-    pub job_type: &'a str,
-    /// Queue.
-    pub queue: &'a str,
-    /// Attempt.
-    pub attempt: u32,
-    /// Max attempts.
-    pub max_attempts: u32,
-    /// Deferrals.
-    pub deferrals: u32,
-    /// Priority.
-    pub priority: u8,
-    /// Age.
-    pub age: Duration,
-    /// Payload JSON.
-    pub payload: &'a [u8],
-    /// Timeout.
-    pub timeout: Duration,
-}
-
-/// How a run ended.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Ok.
-    Completed {
-        /// Follow-ups.
-        follow_ups: Vec<FollowUp>,
-    },
-    /// Handler error.
-    Failed(JobError),
-    /// Payload did not decode.
-    Undecodable(String),
-    /// Trap, panic, timeout.
-    Crashed(String),
-}
-
-/// A follow-up job.
-#[derive(Debug)]
-pub struct FollowUp {
-    /// Its id.
-    pub job_id: Uuid,
-    /// Its type.
-    pub job_type: String,
-    /// Its payload.
-    pub payload: Box<RawValue>,
-    /// Its delay.
-    pub delay: Option<Duration>,
-}
+pub use engine::{EPOCH_TICK, Engine, EngineConfig, MEMORY_RESERVATION};
+pub use error::{EngineError, LoadError};
+pub use invoke::{FollowUp, Invocation, Outcome};
+pub use load::{Plugin, WIT_VERSION};
+pub use manifest::{JobSpec, Manifest, ManifestError};

@@ -16,3 +16,9 @@ pub trait Handler: Send + Sync + 'static {
     /// Run one attempt.
     fn invoke<'a>(&'a self, job: Invocation<'a>) -> BoxFuture<'a, Outcome>;
 }
+
+impl Handler for crate::plugin::Plugin {
+    fn invoke<'a>(&'a self, job: Invocation<'a>) -> BoxFuture<'a, Outcome> {
+        Box::pin(crate::plugin::Plugin::invoke(self, job))
+    }
+}

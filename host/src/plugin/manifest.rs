@@ -1,0 +1,321 @@
+//! A plugin's manifest: the WIT record turned into host types, validated.
+//!
+//! Plugins built with the SDK derives are checked at compile time; this is the host's own
+//! guard for everything else (a hand-written component, an older SDK), so a manifest the
+//! host cannot honour is refused at load instead of misbehaving at the first failure.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use jobhost_sdk::{Backoff, QueueConfig, RetryPolicy};
+
+use super::bindings::types as wit;
+use crate::broker::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
+
+/// The longest queue name AMQP accepts (a short string).
+const AMQP_MAX_NAME: usize = 255;
+
+/// What a plugin serves: its queues and the job types it handles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// The plugin's name, for logs and admin output.
+    pub name: String,
+    /// The queues the plugin consumes, names unique.
+    pub queues: Vec<QueueConfig>,
+    /// The job types the plugin handles, names unique, each on one of `queues`.
+    pub jobs: Vec<JobSpec>,
+}
+
+impl Manifest {
+    /// The job type called `name`, if this plugin handles it.
+    pub fn job(&self, name: &str) -> Option<&JobSpec> {
+        self.jobs.iter().find(|job| job.name == name)
+    }
+
+    /// The queue called `name`, if this plugin declares it.
+    pub fn queue(&self, name: &str) -> Option<&QueueConfig> {
+        self.queues.iter().find(|queue| queue.name == name)
+    }
+}
+
+/// One job type of a plugin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    /// The job type carried in envelopes.
+    pub name: String,
+    /// The queue its jobs are published to; one of the manifest's queues.
+    pub queue: String,
+    /// The job's own policy; replaces the queue's entirely when present.
+    pub retry: Option<RetryPolicy>,
+    /// How long one attempt may run; overrides the queue's timeout.
+    pub timeout: Option<Duration>,
+}
+
+/// The first thing wrong with a manifest.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// The plugin has no name to appear in logs under.
+    #[error("the plugin name is empty")]
+    EmptyPluginName,
+    /// A plugin without jobs would consume queues it cannot handle.
+    #[error("plugin `{plugin}` declares no jobs")]
+    NoJobs {
+        /// The plugin's name.
+        plugin: String,
+    },
+    /// A queue name the broker would refuse or confuse with another queue.
+    #[error("queue name `{name}` is invalid: {reason}")]
+    InvalidQueueName {
+        /// The queue name.
+        name: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// Two queues with one name.
+    #[error("queue `{name}` is declared twice")]
+    DuplicateQueue {
+        /// The queue name.
+        name: String,
+    },
+    /// A job type name that cannot be routed.
+    #[error("job name `{name}` is invalid: {reason}")]
+    InvalidJobName {
+        /// The job type name.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// Two jobs with one name.
+    #[error("job `{name}` is declared twice")]
+    DuplicateJob {
+        /// The job type name.
+        name: String,
+    },
+    /// A job on a queue the manifest does not declare.
+    #[error("job `{job}` uses queue `{queue}`, which the manifest does not declare")]
+    UnknownQueue {
+        /// The job type name.
+        job: String,
+        /// The undeclared queue.
+        queue: String,
+    },
+    /// A queue or job setting out of the range the host can honour.
+    #[error("{owner}: `{key}` {reason}")]
+    InvalidSetting {
+        /// `queue `name`` or `job `name``.
+        owner: String,
+        /// The setting, as spelled in the derive grammar.
+        key: &'static str,
+        /// The value and the accepted range.
+        reason: String,
+    },
+}
+
+/// Turn the guest's manifest into host types, refusing what the host cannot honour.
+pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestError> {
+    if manifest.name.trim().is_empty() {
+        return Err(ManifestError::EmptyPluginName);
+    }
+    if manifest.jobs.is_empty() {
+        return Err(ManifestError::NoJobs {
+            plugin: manifest.name,
+        });
+    }
+    let mut queue_names = HashSet::new();
+    let queues = manifest
+        .queues
+        .into_iter()
+        .map(|queue| {
+            let queue = queue_config(queue)?;
+            if !queue_names.insert(queue.name.clone()) {
+                return Err(ManifestError::DuplicateQueue { name: queue.name });
+            }
+            Ok(queue)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut job_names = HashSet::new();
+    let jobs = manifest
+        .jobs
+        .into_iter()
+        .map(|job| {
+            let job = job_spec(job)?;
+            if !queue_names.contains(&job.queue) {
+                return Err(ManifestError::UnknownQueue {
+                    job: job.name,
+                    queue: job.queue,
+                });
+            }
+            if !job_names.insert(job.name.clone()) {
+                return Err(ManifestError::DuplicateJob { name: job.name });
+            }
+            Ok(job)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Manifest {
+        name: manifest.name,
+        queues,
+        jobs,
+    })
+}
+
+fn queue_config(queue: wit::QueueConfig) -> Result<QueueConfig, ManifestError> {
+    check_queue_name(&queue.name)?;
+    let owner = format!("queue `{}`", queue.name);
+    if queue.prefetch == 0 {
+        return Err(setting(
+            &owner,
+            "prefetch",
+            "is 0; it must be 1..=65535".to_owned(),
+        ));
+    }
+    Ok(QueueConfig {
+        prefetch: queue.prefetch,
+        durable: queue.durable,
+        max_priority: queue.max_priority,
+        message_ttl: duration(&owner, "message_ttl", queue.message_ttl)?,
+        retry: retry_policy(&owner, queue.retry)?.unwrap_or_default(),
+        timeout: duration(&owner, "timeout", queue.timeout)?,
+        name: queue.name,
+    })
+}
+
+fn job_spec(job: wit::JobConfig) -> Result<JobSpec, ManifestError> {
+    if job.name.is_empty() {
+        return Err(ManifestError::InvalidJobName {
+            name: job.name,
+            reason: "it is empty",
+        });
+    }
+    if job.name.chars().any(char::is_control) {
+        return Err(ManifestError::InvalidJobName {
+            name: job.name,
+            reason: "it contains control characters",
+        });
+    }
+    let owner = format!("job `{}`", job.name);
+    Ok(JobSpec {
+        retry: retry_policy(&owner, job.retry)?,
+        timeout: duration(&owner, "timeout", job.timeout)?,
+        name: job.name,
+        queue: job.queue,
+    })
+}
+
+/// Because hold and dead-letter queues are named after the work queue, a name must leave
+/// room for the longest of them, and must not be one of another queue's derived names.
+fn check_queue_name(name: &str) -> Result<(), ManifestError> {
+    let invalid = |reason: String| ManifestError::InvalidQueueName {
+        name: name.to_owned(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("it is empty".to_owned()));
+    }
+    if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(invalid(
+            "it contains whitespace or control characters".to_owned(),
+        ));
+    }
+    if name.starts_with("amq.") {
+        return Err(invalid(
+            "the `amq.` prefix is reserved by the broker".to_owned(),
+        ));
+    }
+    if name.ends_with(&dead_letter_queue_name("")) || name.contains(".deferred.") {
+        return Err(invalid(
+            "it looks like a dead-letter or hold queue name".to_owned(),
+        ));
+    }
+    let longest = HoldQueue::for_delay(name, MAX_HOLD_DELAY)
+        .map_err(|err| invalid(err.to_string()))?
+        .name;
+    if longest.len() > AMQP_MAX_NAME {
+        return Err(invalid(format!(
+            "its hold queue `{longest}` would be longer than {AMQP_MAX_NAME} bytes"
+        )));
+    }
+    Ok(())
+}
+
+fn retry_policy(
+    owner: &str,
+    policy: Option<wit::RetryPolicy>,
+) -> Result<Option<RetryPolicy>, ManifestError> {
+    let Some(policy) = policy else {
+        return Ok(None);
+    };
+    if policy.max_attempts == 0 {
+        return Err(setting(
+            owner,
+            "max_attempts",
+            "is 0; it must be at least 1".to_owned(),
+        ));
+    }
+    let backoff = match policy.backoff {
+        wit::Backoff::None => Backoff::None,
+        wit::Backoff::Fixed(delay) => Backoff::Fixed(hold_delay(owner, "delay", delay)?),
+        wit::Backoff::Exponential(exp) => {
+            if !exp.factor.is_finite() || exp.factor <= 0.0 {
+                let reason = format!("is {}; it must be finite and positive", exp.factor);
+                return Err(setting(owner, "factor", reason));
+            }
+            let base = hold_delay(owner, "base", exp.base)?;
+            let max = hold_delay(owner, "max", exp.max)?;
+            if base > max {
+                let reason = format!("is {base:?}, above `max` ({max:?})");
+                return Err(setting(owner, "base", reason));
+            }
+            Backoff::Exponential {
+                base,
+                factor: exp.factor,
+                max,
+                jitter: exp.jitter,
+            }
+        }
+    };
+    Ok(Some(RetryPolicy::new(policy.max_attempts, backoff)))
+}
+
+/// A retry wait: positive, and short enough for a hold queue to hold.
+fn hold_delay(owner: &str, key: &'static str, ms: u64) -> Result<Duration, ManifestError> {
+    let delay = positive(owner, key, ms)?;
+    if delay > MAX_HOLD_DELAY {
+        let reason =
+            format!("is {delay:?}, longer than a hold queue can hold ({MAX_HOLD_DELAY:?})");
+        return Err(setting(owner, key, reason));
+    }
+    Ok(delay)
+}
+
+fn duration(
+    owner: &str,
+    key: &'static str,
+    ms: Option<u64>,
+) -> Result<Option<Duration>, ManifestError> {
+    ms.map(|ms| positive(owner, key, ms)).transpose()
+}
+
+/// Zero is refused everywhere a duration is accepted, as in the derive grammar.
+fn positive(owner: &str, key: &'static str, ms: u64) -> Result<Duration, ManifestError> {
+    if ms == 0 {
+        return Err(setting(
+            owner,
+            key,
+            "is zero; it must be positive".to_owned(),
+        ));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+fn setting(owner: &str, key: &'static str, reason: String) -> ManifestError {
+    ManifestError::InvalidSetting {
+        owner: owner.to_owned(),
+        key,
+        reason,
+    }
+}
+
+#[cfg(test)]
+#[path = "manifest_tests.rs"]
+mod tests;

@@ -1,0 +1,252 @@
+use super::*;
+
+fn queue(name: &str) -> wit::QueueConfig {
+    wit::QueueConfig {
+        name: name.to_owned(),
+        prefetch: 16,
+        durable: true,
+        max_priority: 10,
+        message_ttl: None,
+        retry: None,
+        timeout: None,
+    }
+}
+
+fn job(name: &str, queue: &str) -> wit::JobConfig {
+    wit::JobConfig {
+        name: name.to_owned(),
+        queue: queue.to_owned(),
+        retry: None,
+        timeout: None,
+    }
+}
+
+fn manifest(queues: Vec<wit::QueueConfig>, jobs: Vec<wit::JobConfig>) -> wit::Manifest {
+    wit::Manifest {
+        name: "emails".to_owned(),
+        queues,
+        jobs,
+    }
+}
+
+fn exponential(base: u64, factor: f64, max: u64) -> wit::RetryPolicy {
+    wit::RetryPolicy {
+        max_attempts: 3,
+        backoff: wit::Backoff::Exponential(wit::ExponentialBackoff {
+            base,
+            factor,
+            max,
+            jitter: true,
+        }),
+    }
+}
+
+/// The error for a manifest with one queue `q` carrying `retry` and one job on it.
+fn queue_policy_error(retry: wit::RetryPolicy) -> ManifestError {
+    let mut q = queue("q");
+    q.retry = Some(retry);
+    from_wit(manifest(vec![q], vec![job("j", "q")])).expect_err("the policy must be refused")
+}
+
+#[test]
+fn a_valid_manifest_becomes_host_types_with_durations_and_policies() {
+    let mut q = queue("app.emails");
+    q.message_ttl = Some(60_000);
+    q.timeout = Some(30_000);
+    q.retry = Some(exponential(1_000, 2.0, 120_000));
+    let mut j = job("app::SendEmail", "app.emails");
+    j.retry = Some(wit::RetryPolicy {
+        max_attempts: 5,
+        backoff: wit::Backoff::Fixed(3_000),
+    });
+    j.timeout = Some(10_000);
+
+    let manifest = from_wit(manifest(vec![q, queue("app.bare")], vec![j])).expect("valid manifest");
+
+    let emails = manifest.queue("app.emails").expect("the queue is kept");
+    assert_eq!(emails.message_ttl, Some(Duration::from_secs(60)));
+    assert_eq!(emails.timeout, Some(Duration::from_secs(30)));
+    assert_eq!(
+        emails.retry,
+        RetryPolicy::new(
+            3,
+            Backoff::Exponential {
+                base: Duration::from_secs(1),
+                factor: 2.0,
+                max: Duration::from_secs(120),
+                jitter: true
+            }
+        )
+    );
+    let job = manifest.job("app::SendEmail").expect("the job is kept");
+    assert_eq!(
+        job.retry,
+        Some(RetryPolicy::fixed(5, Duration::from_secs(3)))
+    );
+    assert_eq!(job.timeout, Some(Duration::from_secs(10)));
+}
+
+#[test]
+fn a_queue_without_a_policy_gets_the_default_of_one_attempt() {
+    let manifest =
+        from_wit(manifest(vec![queue("q")], vec![job("j", "q")])).expect("valid manifest");
+    assert_eq!(manifest.queues[0].retry, RetryPolicy::default());
+    assert_eq!(
+        manifest.jobs[0].retry, None,
+        "a job without a policy keeps none of its own"
+    );
+}
+
+#[test]
+fn a_manifest_without_jobs_is_refused() {
+    let err = from_wit(manifest(vec![queue("q")], vec![])).unwrap_err();
+    assert_eq!(err.to_string(), "plugin `emails` declares no jobs");
+}
+
+#[test]
+fn a_plugin_without_a_name_is_refused() {
+    let mut m = manifest(vec![queue("q")], vec![job("j", "q")]);
+    m.name = " ".to_owned();
+    assert_eq!(from_wit(m).unwrap_err(), ManifestError::EmptyPluginName);
+}
+
+#[test]
+fn a_job_on_an_undeclared_queue_is_refused_naming_both() {
+    let err = from_wit(manifest(vec![queue("q")], vec![job("j", "elsewhere")])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "job `j` uses queue `elsewhere`, which the manifest does not declare"
+    );
+}
+
+#[test]
+fn duplicate_job_and_queue_names_are_refused() {
+    let err = from_wit(manifest(
+        vec![queue("q")],
+        vec![job("j", "q"), job("j", "q")],
+    ))
+    .unwrap_err();
+    assert_eq!(err.to_string(), "job `j` is declared twice");
+    let err = from_wit(manifest(vec![queue("q"), queue("q")], vec![job("j", "q")])).unwrap_err();
+    assert_eq!(err.to_string(), "queue `q` is declared twice");
+}
+
+#[test]
+fn queue_names_the_broker_would_refuse_or_confuse_are_refused() {
+    let long = "q".repeat(250);
+    for (name, reason) in [
+        ("", "it is empty"),
+        ("my queue", "whitespace"),
+        ("amq.jobs", "reserved"),
+        ("jobs.dead", "dead-letter or hold queue"),
+        ("jobs.deferred.1000", "dead-letter or hold queue"),
+        (long.as_str(), "longer than 255 bytes"),
+    ] {
+        let err = from_wit(manifest(vec![queue(name)], vec![job("j", name)])).unwrap_err();
+        assert!(
+            matches!(&err, ManifestError::InvalidQueueName { name: n, reason: r } if n == name && r.contains(reason)),
+            "queue name `{name}` must be refused because of `{reason}`, got: {err}"
+        );
+    }
+}
+
+#[test]
+fn empty_job_names_are_refused() {
+    let err = from_wit(manifest(vec![queue("q")], vec![job("", "q")])).unwrap_err();
+    assert_eq!(err.to_string(), "job name `` is invalid: it is empty");
+}
+
+#[test]
+fn a_policy_without_attempts_is_refused() {
+    let err = queue_policy_error(wit::RetryPolicy {
+        max_attempts: 0,
+        backoff: wit::Backoff::None,
+    });
+    assert_eq!(
+        err.to_string(),
+        "queue `q`: `max_attempts` is 0; it must be at least 1"
+    );
+}
+
+#[test]
+fn exponential_factors_must_be_finite_and_positive() {
+    for factor in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let err = queue_policy_error(exponential(1_000, factor, 60_000));
+        assert!(
+            matches!(&err, ManifestError::InvalidSetting { key: "factor", .. }),
+            "factor {factor} must be refused, got: {err}"
+        );
+    }
+}
+
+#[test]
+fn an_exponential_base_above_its_max_is_refused() {
+    let err = queue_policy_error(exponential(10_000, 2.0, 2_000));
+    assert_eq!(
+        err.to_string(),
+        "queue `q`: `base` is 10s, above `max` (2s)"
+    );
+}
+
+#[test]
+fn zero_durations_are_refused_everywhere() {
+    let err = queue_policy_error(wit::RetryPolicy {
+        max_attempts: 2,
+        backoff: wit::Backoff::Fixed(0),
+    });
+    assert_eq!(
+        err.to_string(),
+        "queue `q`: `delay` is zero; it must be positive"
+    );
+    let err = queue_policy_error(exponential(0, 2.0, 1_000));
+    assert!(
+        matches!(err, ManifestError::InvalidSetting { key: "base", .. }),
+        "zero base: {err}"
+    );
+
+    let mut j = job("j", "q");
+    j.timeout = Some(0);
+    let err = from_wit(manifest(vec![queue("q")], vec![j])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "job `j`: `timeout` is zero; it must be positive"
+    );
+
+    let mut q = queue("q");
+    q.message_ttl = Some(0);
+    let err = from_wit(manifest(vec![q], vec![job("j", "q")])).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ManifestError::InvalidSetting {
+                key: "message_ttl",
+                ..
+            }
+        ),
+        "zero ttl: {err}"
+    );
+}
+
+#[test]
+fn a_retry_wait_longer_than_a_hold_queue_can_hold_is_refused() {
+    let too_long = u64::try_from(MAX_HOLD_DELAY.as_millis()).unwrap() + 1;
+    let err = queue_policy_error(wit::RetryPolicy {
+        max_attempts: 2,
+        backoff: wit::Backoff::Fixed(too_long),
+    });
+    assert!(
+        matches!(&err, ManifestError::InvalidSetting { key: "delay", reason, .. } if reason.contains("hold queue")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_queue_with_zero_prefetch_is_refused() {
+    let mut q = queue("q");
+    q.prefetch = 0;
+    let err = from_wit(manifest(vec![q], vec![job("j", "q")])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "queue `q`: `prefetch` is 0; it must be 1..=65535"
+    );
+}

@@ -1,0 +1,191 @@
+//! One job's store: its data, its memory cap and its deadline.
+//!
+//! A store is created per call into a guest (each job, and the manifest call at load) and
+//! dropped with the instance, which returns the instance's pool slot and emits the job's
+//! last log lines.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::engine::MIB;
+use super::guest_log::{GuestStdio, LogSink, LogTags, Stdio};
+use super::invoke::FollowUp;
+
+/// The data of a job's store: the sandbox's WASI state, the job's limits, and what the
+/// guest reported through the host imports.
+pub(super) struct JobState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: JobLimits,
+    deadline: Instant,
+    pub(super) log: Arc<LogSink>,
+    pub(super) follow_ups: FollowUps,
+    /// The message of the guest's panic, reported just before it aborts.
+    pub(super) panic: Option<String>,
+}
+
+/// The follow-up jobs a guest enqueued, with their total payload size.
+#[derive(Debug, Default)]
+pub(super) struct FollowUps {
+    pub(super) jobs: Vec<FollowUp>,
+    pub(super) bytes: usize,
+}
+
+impl std::fmt::Debug for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobState")
+            .field("deadline", &self.deadline)
+            .field("follow_ups", &self.follow_ups)
+            .field("panic", &self.panic)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobState {
+    /// Why a call into the guest failed with `err`, for the job's outcome: the timeout,
+    /// the memory cap, the guest's panic message, or the trap's own message.
+    pub(super) fn crash_reason(&self, err: &wasmtime::Error, timeout: Duration) -> String {
+        tracing::debug!(target: "jobhost::guest", "guest call failed: {err:?}");
+        let trap = err.downcast_ref::<Trap>();
+        if trap == Some(&Trap::Interrupt) {
+            return timed_out(timeout);
+        }
+        if self.limits.memory_cap_hit {
+            return format!(
+                "memory limit of {} MiB exceeded",
+                self.limits.memory_cap / MIB
+            );
+        }
+        if let Some(message) = &self.panic {
+            return message.clone();
+        }
+        match trap {
+            Some(trap) => trap.to_string(),
+            None => err.root_cause().to_string(),
+        }
+    }
+}
+
+/// The crash reason of a job stopped at its deadline.
+pub(super) fn timed_out(timeout: Duration) -> String {
+    format!("job timed out after {timeout:?}")
+}
+
+impl WasiView for JobState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// A fresh store for one call, limited to `memory_cap` bytes per memory and `timeout` of
+/// wall time.
+///
+/// The sandbox grants nothing: no preopened directories, no environment, no arguments, no
+/// sockets, stdin closed; stdout and stderr go to the job's log. Clocks and randomness are
+/// the only WASI capabilities left, as every `wasm32-wasip2` program needs them.
+pub(super) fn new_store(
+    engine: &wasmtime::Engine,
+    tags: LogTags,
+    memory_cap: usize,
+    timeout: Duration,
+) -> Store<JobState> {
+    let log = LogSink::new(tags);
+    let wasi = WasiCtx::builder()
+        .stdout(GuestStdio::new(Arc::clone(&log), Stdio::Stdout))
+        .stderr(GuestStdio::new(Arc::clone(&log), Stdio::Stderr))
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build();
+    let limits = StoreLimitsBuilder::new()
+        .memory_size(memory_cap)
+        .trap_on_grow_failure(true)
+        .build();
+    let state = JobState {
+        wasi,
+        table: ResourceTable::new(),
+        limits: JobLimits {
+            limits,
+            memory_cap,
+            memory_cap_hit: false,
+        },
+        deadline: Instant::now() + timeout,
+        log,
+        follow_ups: FollowUps::default(),
+        panic: None,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limits);
+    // Because the engine's ticker advances the epoch every tick, a running guest comes back
+    // here once per tick: it yields to the async runtime so a spinning guest cannot starve
+    // other tasks, and traps with `Trap::Interrupt` once its deadline has passed.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|store| {
+        if Instant::now() >= store.data().deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store
+}
+
+/// [`StoreLimits`], remembering whether the memory cap stopped the guest: a grow refused
+/// by the cap traps with a generic message, and the outcome must say what happened.
+#[derive(Debug)]
+struct JobLimits {
+    limits: StoreLimits,
+    memory_cap: usize,
+    memory_cap_hit: bool,
+}
+
+impl ResourceLimiter for JobLimits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.limits.memory_growing(current, desired, maximum);
+        if !matches!(allowed, Ok(true)) {
+            self.memory_cap_hit = true;
+        }
+        allowed
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
+}

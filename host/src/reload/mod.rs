@@ -1,0 +1,211 @@
+//! Hot reload: the plugin directory is the source of truth for what the host serves.
+//!
+//! A new or changed `*.wasm` is compiled off the async runtime, validated and swapped into
+//! the registry atomically; a removed one is unloaded. Each file is handled only once it
+//! has been quiet for [`QUIET_PERIOD`], so a file copied in chunks is not loaded half
+//! written; if a load still fails (a truncated copy, a broken build), the refusal is logged
+//! with the file and the cause and the previous version keeps serving until the file is
+//! fixed. An atomic rename into the directory is the preferred way to deploy.
+
+mod watch;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{error, info};
+
+use crate::plugin::{Engine, LoadError, Plugin};
+use crate::worker::{Plugins, RegistryError, Unit};
+
+pub use watch::watch;
+
+/// How long a plugin file must go without changes before it is loaded.
+pub const QUIET_PERIOD: Duration = Duration::from_millis(150);
+
+/// Why a plugin file was not loaded; what was loaded before keeps serving.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReloadError {
+    /// The file did not compile, link or validate.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The plugin conflicts with another loaded plugin.
+    #[error("refused `{}`: {source}", path.display())]
+    Conflict {
+        /// The plugin file.
+        path: PathBuf,
+        /// The conflict.
+        source: RegistryError,
+    },
+    /// The blocking load task failed.
+    #[error("loading `{}` did not finish: {reason}", path.display())]
+    Interrupted {
+        /// The plugin file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What a sync of one file did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A plugin was loaded where none was.
+    Loaded {
+        /// Its name.
+        name: String,
+        /// Its content hash.
+        version: String,
+    },
+    /// A plugin replaced the version loaded from the same file.
+    Replaced {
+        /// Its name.
+        name: String,
+        /// The version that served until now.
+        old: String,
+        /// The version that serves from now on.
+        new: String,
+    },
+    /// The file holds the version already loaded.
+    Unchanged,
+    /// The file is gone and its plugin unloaded.
+    Removed,
+    /// The file is gone and nothing was loaded from it.
+    Nothing,
+}
+
+/// Loads plugin files into a registry.
+#[derive(Debug, Clone)]
+pub struct Loader {
+    engine: Engine,
+    plugins: Plugins,
+}
+
+impl Loader {
+    /// A loader compiling with `engine` into `plugins`.
+    pub fn new(engine: Engine, plugins: Plugins) -> Self {
+        Self { engine, plugins }
+    }
+
+    /// The registry it loads into.
+    pub fn plugins(&self) -> &Plugins {
+        &self.plugins
+    }
+
+    /// Load every `*.wasm` in `dir`, logging each load and each refusal; returns how many
+    /// loaded.
+    pub async fn load_dir(&self, dir: &Path) -> std::io::Result<usize> {
+        let mut files = plugin_files(dir)?;
+        files.sort();
+        let mut loaded = 0;
+        for file in files {
+            if self.sync(&file).await.is_ok() {
+                loaded += 1;
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Bring the registry in line with `path`: load it if it exists, unload it if not.
+    pub async fn sync(&self, path: &Path) -> Result<Change, ReloadError> {
+        let key = key_of(path);
+        if !path.exists() {
+            let removed = self.plugins.remove(&key);
+            if removed {
+                info!(file = %path.display(), "plugin file removed: its consumers stop once their jobs finish");
+                return Ok(Change::Removed);
+            }
+            return Ok(Change::Nothing);
+        }
+        let result = self
+            .load(path)
+            .await
+            .and_then(|plugin| self.install(path, &key, plugin));
+        if let Err(err) = &result {
+            let serving = self
+                .plugins
+                .current()
+                .units()
+                .find(|u| u.key() == key)
+                .map(|u| u.version().to_owned());
+            match serving {
+                Some(version) => {
+                    error!(error = %err, %version, "plugin refused; the previous version keeps serving")
+                }
+                None => error!(error = %err, "plugin refused"),
+            }
+        }
+        result
+    }
+
+    async fn load(&self, path: &Path) -> Result<Plugin, ReloadError> {
+        let engine = self.engine.clone();
+        let owned = path.to_owned();
+        tokio::task::spawn_blocking(move || engine.load(&owned))
+            .await
+            .map_err(|err| ReloadError::Interrupted {
+                path: path.to_owned(),
+                reason: err.to_string(),
+            })?
+            .map_err(ReloadError::from)
+    }
+
+    fn install(&self, path: &Path, key: &str, plugin: Plugin) -> Result<Change, ReloadError> {
+        let registry = self.plugins.current();
+        let previous = registry
+            .units()
+            .find(|u| u.key() == key)
+            .map(|u| u.version().to_owned());
+        if previous.as_deref() == Some(plugin.version()) {
+            return Ok(Change::Unchanged);
+        }
+        let (name, version) = (plugin.name().to_owned(), plugin.version().to_owned());
+        let manifest = plugin.manifest();
+        let jobs: Vec<&str> = manifest.jobs.iter().map(|j| j.name.as_str()).collect();
+        let queues: Vec<&str> = manifest.queues.iter().map(|q| q.name.as_str()).collect();
+        let (jobs, queues) = (jobs.join(", "), queues.join(", "));
+        let unit = Unit::new(key, version.clone(), manifest.clone(), Arc::new(plugin));
+        self.plugins
+            .install(unit)
+            .map_err(|source| ReloadError::Conflict {
+                path: path.to_owned(),
+                source,
+            })?;
+        let file = path.display();
+        Ok(match previous {
+            Some(old) => {
+                info!(plugin = %name, %old, new = %version, %file, %jobs, %queues, "plugin replaced");
+                Change::Replaced {
+                    name,
+                    old,
+                    new: version,
+                }
+            }
+            None => {
+                info!(plugin = %name, %version, %file, %jobs, %queues, "plugin loaded");
+                Change::Loaded { name, version }
+            }
+        })
+    }
+}
+
+/// Because a unit is replaced by the next load of the same file, the key is the path.
+fn key_of(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn is_plugin_file(path: &Path) -> bool {
+    path.extension().is_some_and(|ext| ext == "wasm")
+}
+
+fn plugin_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if is_plugin_file(&path) && path.is_file() {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}

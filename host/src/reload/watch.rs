@@ -1,0 +1,48 @@
+//! Watching the plugin directory, debounced per file.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::{Loader, QUIET_PERIOD, is_plugin_file};
+
+/// Watch `dir` until `shutdown`, syncing each `*.wasm` that changed once it has been quiet
+/// for [`QUIET_PERIOD`].
+pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> notify::Result<()> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
+    let mut watcher =
+        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+            Ok(event) => {
+                for path in event.paths.into_iter().filter(|p| is_plugin_file(p)) {
+                    // The receiver is gone only after shutdown, when events no longer matter.
+                    let _ = tx.send(path);
+                }
+            }
+            Err(err) => warn!(error = %err, "plugin directory watch error"),
+        })?;
+    watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    let mut due: HashMap<PathBuf, Instant> = HashMap::new();
+    loop {
+        let next = due.values().min().copied();
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            Some(path) = rx.recv() => {
+                due.insert(path, Instant::now() + QUIET_PERIOD);
+            }
+            () = sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                let now = Instant::now();
+                let ready: Vec<PathBuf> = due.iter().filter(|(_, at)| **at <= now).map(|(p, _)| p.clone()).collect();
+                for path in ready {
+                    due.remove(&path);
+                    // The outcome is logged by sync; a refusal leaves the old version serving.
+                    let _ = loader.sync(&path).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Guest output reaches the host's `tracing`, tagged with the job, and within a budget.
+//!
+//! Each test installs a capturing subscriber as the thread's default and runs on a
+//! single-threaded runtime, so the guest runs on the thread the subscriber watches.
+
+mod plugin_support;
+
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use jobhost::plugin::{Invocation, Outcome, Plugin};
+use plugin_support::{invocation, load};
+use serde_json::Value;
+use tracing::subscriber::DefaultGuard;
+
+/// A `tracing` subscriber writing JSON lines into memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn install() -> (Self, DefaultGuard) {
+        let captured = Self::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish();
+        (captured, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// The guest events, as JSON objects.
+    fn guest_events(&self) -> Vec<Value> {
+        let bytes = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        String::from_utf8(bytes)
+            .expect("the JSON formatter writes UTF-8")
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).expect("each line is a JSON event"))
+            .filter(|event| event["target"] == "jobhost::guest")
+            .collect()
+    }
+}
+
+async fn run(plugin: &Plugin, job: Invocation<'_>) -> Outcome {
+    let outcome = plugin.invoke(job).await;
+    assert!(
+        matches!(outcome, Outcome::Completed { .. }),
+        "the job completes: {outcome:?}"
+    );
+    outcome
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn guest_log_calls_carry_the_job_fields_and_the_guest_fields() {
+    let plugin = load("scripted").await;
+    let (captured, _guard) = Captured::install();
+    let job = Invocation {
+        attempt: 2,
+        ..invocation("scripted.SendEmail", br#"{"key": "traced"}"#)
+    };
+    run(&plugin, job).await;
+
+    let events = captured.guest_events();
+    let event = events
+        .iter()
+        .find(|event| event["fields"]["message"] == "scripted call")
+        .unwrap_or_else(|| panic!("the guest's log call is captured: {events:#?}"));
+    assert_eq!(event["level"], "INFO");
+    let fields = &event["fields"];
+    assert_eq!(fields["plugin"], "scripted");
+    assert_eq!(fields["job_type"], "scripted.SendEmail");
+    assert_eq!(fields["job_id"], job.job_id.to_string());
+    assert_eq!(fields["attempt"], 2);
+    assert_eq!(fields["source"], "log");
+    let guest_fields = fields["fields"]
+        .as_str()
+        .expect("the guest's fields are rendered");
+    assert!(
+        guest_fields.contains(r#"key="traced""#),
+        "the guest's own fields: {guest_fields}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn stdout_and_stderr_lines_are_logged_and_a_flood_is_cut_at_the_budget() {
+    let plugin = load("logspam").await;
+    let (captured, _guard) = Captured::install();
+    let job = invocation("logspam.Spam", br#"{"lines": 100000}"#);
+    run(&plugin, job).await;
+
+    let events = captured.guest_events();
+    let sourced = |source: &str, message: &str| {
+        events.iter().any(|event| {
+            event["fields"]["source"] == source && event["fields"]["message"] == message
+        })
+    };
+    assert!(
+        sourced("stdout", "stdout line 0"),
+        "stdout lines are logged, one event per line"
+    );
+    assert!(
+        sourced("stderr", "stderr line 0"),
+        "stderr lines are logged, one event per line"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|event| event["fields"]["job_id"] == job.job_id.to_string()),
+        "every line carries the job id"
+    );
+    let truncation = events
+        .iter()
+        .find(|event| event["fields"]["source"] == "host")
+        .expect("the truncation is reported once");
+    let note = truncation["fields"]["message"].as_str().expect("a message");
+    assert!(note.starts_with("guest log output truncated:"), "{note}");
+    assert!(
+        events.len() < 10_000,
+        "the budget bounds the events of one job: {}",
+        events.len()
+    );
+}
