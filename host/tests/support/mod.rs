@@ -98,10 +98,16 @@ pub(crate) fn rabbitmqctl(args: &[&str]) -> String {
 
 /// `rabbitmqctl list_queues name arguments` for the queue named exactly `queue`.
 pub(crate) fn queue_arguments(queue: &str) -> String {
-    rabbitmqctl(&["list_queues", "name", "arguments", "--no-table-headers", "--silent"])
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{queue}\t")).map(str::to_owned))
-        .unwrap_or_else(|| panic!("queue `{queue}` should be listed by rabbitmqctl"))
+    rabbitmqctl(&[
+        "list_queues",
+        "name",
+        "arguments",
+        "--no-table-headers",
+        "--silent",
+    ])
+    .lines()
+    .find_map(|line| line.strip_prefix(&format!("{queue}\t")).map(str::to_owned))
+    .unwrap_or_else(|| panic!("queue `{queue}` should be listed by rabbitmqctl"))
 }
 
 /// Work queues (with their dead-letter queues) deleted when the guard drops, also when
@@ -111,7 +117,12 @@ pub(crate) struct Cleanup(Vec<String>);
 
 impl Cleanup {
     pub(crate) fn new(queues: &[&str]) -> Self {
-        Self(queues.iter().flat_map(|q| [q.to_string(), format!("{q}.dead")]).collect())
+        Self(
+            queues
+                .iter()
+                .flat_map(|q| [q.to_string(), format!("{q}.dead")])
+                .collect(),
+        )
     }
 }
 
