@@ -151,3 +151,32 @@ impl Drop for Cleanup {
         }
     }
 }
+
+/// The broker's ids (pids) of the open connections named `name`.
+pub(crate) fn connections_named(name: &str) -> Vec<String> {
+    let listing = rabbitmqctl(&[
+        "list_connections",
+        "pid",
+        "client_properties",
+        "--no-table-headers",
+        "--silent",
+    ]);
+    listing
+        .lines()
+        .filter(|line| line.contains(name))
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Close the broker connections named `name` from the broker's side, as an operator or
+/// a broker restart would, and return their ids. Only this test's connections: the
+/// broker is shared.
+pub(crate) fn close_connections_named(name: &str) -> Vec<String> {
+    let pids = connections_named(name);
+    assert!(!pids.is_empty(), "no connection named `{name}` to close");
+    for pid in &pids {
+        rabbitmqctl(&["close_connection", pid, "test"]);
+    }
+    pids
+}
