@@ -17,6 +17,7 @@ use super::codec::{
     u32_header,
 };
 use super::session::{Failure, Session};
+use crate::broker::hold::check_queue_name;
 use crate::broker::{BrokerError, dead_letter_queue_name};
 use crate::envelope::Envelope;
 
@@ -52,7 +53,12 @@ impl RabbitMqBackend {
         limit: usize,
     ) -> Result<Vec<RabbitMqDeadLetter>, BrokerError> {
         let dead = dead_letter_queue_name(queue);
-        let channel = self.admin_channel().await?;
+        let channel = self
+            .admin_session(queue)
+            .await?
+            .channel()
+            .await
+            .map_err(lost)?;
         let mut letters = Vec::new();
         let mut last_tag = None;
         while letters.len() < limit {
@@ -80,7 +86,12 @@ impl RabbitMqBackend {
     /// Drop every dead letter of `queue`; returns how many there were.
     pub async fn purge_dead_letters(&self, queue: &str) -> Result<u32, BrokerError> {
         let dead = dead_letter_queue_name(queue);
-        let channel = self.admin_channel().await?;
+        let channel = self
+            .admin_session(queue)
+            .await?
+            .channel()
+            .await
+            .map_err(lost)?;
         channel
             .queue_purge(dead.as_str().into(), QueuePurgeOptions::default())
             .await
@@ -96,7 +107,8 @@ impl RabbitMqBackend {
     /// between its publish and its ack may be replayed twice.
     pub async fn replay_dead_letters(&self, queue: &str) -> Result<Replayed, BrokerError> {
         let dead = dead_letter_queue_name(queue);
-        let channel = self.admin_channel().await?;
+        let session = self.admin_session(queue).await?;
+        let channel = session.channel().await.map_err(lost)?;
         let present = channel
             .queue_declare(
                 dead.as_str().into(),
@@ -109,7 +121,6 @@ impl RabbitMqBackend {
             .await
             .map_err(|error| failed(Failure::classify(&dead, error)))?
             .message_count();
-        let session = self.link.session().await?;
         let mut outcome = Replayed::default();
         let mut skipped = Vec::new();
         for _ in 0..present {
@@ -141,12 +152,12 @@ impl RabbitMqBackend {
         Ok(outcome)
     }
 
-    /// A channel of its own on the current session, so that unacked gets are handed
-    /// back when it closes, whatever happens.
-    async fn admin_channel(&self) -> Result<Channel, BrokerError> {
-        self.link
-            .run(|session| async move { session.channel().await.map_err(Failure::Lost) })
-            .await
+    /// The current session, waiting out an outage like a publish does. Each helper
+    /// works on a channel of its own, so whatever it took unacked goes back to the
+    /// queue when the channel closes, whatever happens.
+    async fn admin_session(&self, queue: &str) -> Result<Arc<Session>, BrokerError> {
+        check_queue_name(queue)?;
+        self.link.run(|session| async move { Ok(session) }).await
     }
 }
 

@@ -157,6 +157,7 @@ impl Backend for RabbitMqBackend {
     }
 
     async fn consume(&self, queue: &QueueConfig) -> Result<RabbitMqConsumer, BrokerError> {
+        check_queue_name(&queue.name)?;
         RabbitMqConsumer::start(Arc::clone(&self.link), &queue.name, queue.prefetch).await
     }
 }
