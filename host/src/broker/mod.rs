@@ -15,6 +15,7 @@
 
 mod hold;
 mod memory;
+mod rabbitmq;
 
 use std::future::Future;
 use std::time::Duration;
@@ -25,6 +26,10 @@ use crate::envelope::Envelope;
 
 pub use hold::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
 pub use memory::{DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery};
+pub use rabbitmq::{
+    RabbitMqBackend, RabbitMqConsumer, RabbitMqDeadLetter, RabbitMqDelivery, RabbitMqOptions,
+    ReconnectBackoff, Replayed,
+};
 
 /// A broker the worker consumes from and publishes to.
 pub trait Backend: Send + Sync + 'static {
@@ -122,6 +127,15 @@ pub enum BrokerError {
     #[error("publish to `{queue}` was not confirmed: {reason}")]
     NotConfirmed {
         /// Where the message was going.
+        queue: String,
+        /// What the broker said.
+        reason: String,
+    },
+    /// The broker refused an operation on a queue, e.g. a declaration whose arguments
+    /// differ from those of the existing queue.
+    #[error("broker refused `{queue}`: {reason}")]
+    Refused {
+        /// The queue.
         queue: String,
         /// What the broker said.
         reason: String,

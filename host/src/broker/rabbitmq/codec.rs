@@ -1,0 +1,278 @@
+//! The wire mapping: envelopes and dead letters to AMQP properties, queue settings to
+//! declaration arguments, and back for the admin helpers. Pure functions, no broker.
+//!
+//! The value types match what `queuey` 1.x writes (`x-attempt`, `x-deferrals` and
+//! `x-attempts` as unsigned 32-bit integers, TTLs as 64-bit integers, the priority
+//! limit as an unsigned byte), so queuey workers and operators' scripts read ours.
+
+use jobhost_sdk::QueueConfig;
+use lapin::BasicProperties;
+use lapin::options::QueueDeclareOptions;
+use lapin::types::{AMQPValue, FieldTable, LongString, MAX_SHORT_STRING_LENGTH, ShortString};
+
+use crate::broker::{DeadLetterOut, HoldQueue};
+use crate::envelope::Envelope;
+
+pub(super) const HEADER_ATTEMPT: &str = "x-attempt";
+pub(super) const HEADER_DEFERRALS: &str = "x-deferrals";
+pub(super) const HEADER_DEATH_REASON: &str = "x-death-reason";
+pub(super) const HEADER_ORIGINAL_QUEUE: &str = "x-original-queue";
+pub(super) const HEADER_ATTEMPTS: &str = "x-attempts";
+
+const CONTENT_TYPE_JSON: &str = "application/json";
+const PERSISTENT: u8 = 2;
+
+/// The properties of a job message: JSON, persistent, identified by its job id and
+/// type, at the envelope's priority, with its counters as headers for operators (the
+/// body stays the source of truth).
+pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    headers.insert(HEADER_ATTEMPT.into(), AMQPValue::LongUInt(envelope.attempt));
+    headers.insert(
+        HEADER_DEFERRALS.into(),
+        AMQPValue::LongUInt(envelope.deferrals),
+    );
+    BasicProperties::default()
+        .with_content_type(CONTENT_TYPE_JSON.into())
+        .with_delivery_mode(PERSISTENT)
+        .with_message_id(short(&envelope.job_id.to_string()))
+        .with_type(short(&envelope.job_type))
+        .with_priority(envelope.priority)
+        .with_headers(headers)
+}
+
+/// The properties of a dead letter: persistent, with why and where from. The body is
+/// not necessarily an envelope, so nothing else is claimed about it.
+pub(super) fn dead_letter_properties(letter: &DeadLetterOut<'_>) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    headers.insert(
+        HEADER_DEATH_REASON.into(),
+        AMQPValue::LongString(LongString::from(letter.reason)),
+    );
+    headers.insert(
+        HEADER_ORIGINAL_QUEUE.into(),
+        AMQPValue::LongString(LongString::from(letter.queue)),
+    );
+    headers.insert(HEADER_ATTEMPTS.into(), AMQPValue::LongUInt(letter.attempts));
+    BasicProperties::default()
+        .with_delivery_mode(PERSISTENT)
+        .with_headers(headers)
+}
+
+/// The arguments of a work queue: its priority levels and message TTL, when set.
+pub(super) fn work_queue_arguments(config: &QueueConfig) -> FieldTable {
+    let mut arguments = FieldTable::default();
+    if config.max_priority > 0 {
+        arguments.insert(
+            "x-max-priority".into(),
+            AMQPValue::ShortShortUInt(config.max_priority),
+        );
+    }
+    if let Some(ttl) = config.message_ttl {
+        // Because RabbitMQ refuses a TTL of more than 2^32 - 1 ms, and rounding down
+        // could make a sub-millisecond TTL zero, which expires everything at once.
+        let ms = ttl
+            .as_nanos()
+            .div_ceil(1_000_000)
+            .clamp(1, u128::from(u32::MAX));
+        arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(ms as i64));
+    }
+    arguments
+}
+
+/// The arguments of a hold queue: messages expire after the delay and are
+/// dead-lettered through the default exchange back onto `queue`; the queue itself
+/// expires after two delays without a declaration.
+pub(super) fn hold_queue_arguments(queue: &str, hold: &HoldQueue) -> FieldTable {
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-message-ttl".into(),
+        AMQPValue::LongLongInt(millis(hold.ttl_ms)),
+    );
+    arguments.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString(LongString::from("")),
+    );
+    arguments.insert(
+        "x-dead-letter-routing-key".into(),
+        AMQPValue::LongString(LongString::from(queue)),
+    );
+    arguments.insert(
+        "x-expires".into(),
+        AMQPValue::LongLongInt(millis(hold.expires_ms())),
+    );
+    arguments
+}
+
+/// Every queue of a topology is declared with the same flags, so no two declarations
+/// of one queue disagree and provoke `PRECONDITION_FAILED`.
+pub(super) fn declare_options(durable: bool) -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable,
+        ..QueueDeclareOptions::default()
+    }
+}
+
+/// A string header of a received message.
+pub(super) fn string_header(properties: &BasicProperties, key: &str) -> Option<String> {
+    match properties.headers().as_ref()?.inner().get(key)? {
+        AMQPValue::LongString(value) => {
+            Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+        }
+        AMQPValue::ShortString(value) => Some(value.to_string()),
+        _ => None,
+    }
+}
+
+/// An integer header of a received message, whatever integer type the sender chose.
+pub(super) fn u32_header(properties: &BasicProperties, key: &str) -> Option<u32> {
+    let value = match properties.headers().as_ref()?.inner().get(key)? {
+        AMQPValue::ShortShortUInt(v) => i64::from(*v),
+        AMQPValue::ShortShortInt(v) => i64::from(*v),
+        AMQPValue::ShortUInt(v) => i64::from(*v),
+        AMQPValue::ShortInt(v) => i64::from(*v),
+        AMQPValue::LongUInt(v) => i64::from(*v),
+        AMQPValue::LongInt(v) => i64::from(*v),
+        AMQPValue::LongLongInt(v) => *v,
+        _ => return None,
+    };
+    u32::try_from(value).ok()
+}
+
+/// Because hold delays are capped at [`MAX_HOLD_DELAY`](crate::broker::MAX_HOLD_DELAY),
+/// twice a TTL always fits in an `i64`.
+fn millis(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// An AMQP short string, cut at a character boundary: short strings hold at most 255
+/// bytes, and a long job type must not make a publish panic.
+fn short(value: &str) -> ShortString {
+    let mut end = value.len().min(MAX_SHORT_STRING_LENGTH);
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    ShortString::from(&value[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::value::RawValue;
+
+    use super::*;
+
+    fn envelope() -> Envelope {
+        let payload = RawValue::from_string("{}".to_owned()).expect("valid json");
+        Envelope {
+            attempt: 3,
+            ..Envelope::new("app::Send", "app.emails", payload)
+        }
+        .deferred(7)
+    }
+
+    #[test]
+    fn job_properties_carry_identity_priority_persistence_and_counters() {
+        let envelope = envelope();
+        let properties = job_properties(&envelope);
+        assert_eq!(
+            properties.content_type().as_ref().map(ShortString::as_str),
+            Some("application/json")
+        );
+        assert_eq!(*properties.delivery_mode(), Some(2), "jobs are persistent");
+        assert_eq!(
+            properties.message_id().as_ref().map(ShortString::to_string),
+            Some(envelope.job_id.to_string())
+        );
+        assert_eq!(
+            properties.kind().as_ref().map(ShortString::as_str),
+            Some("app::Send")
+        );
+        assert_eq!(*properties.priority(), Some(7));
+        assert_eq!(u32_header(&properties, HEADER_ATTEMPT), Some(3));
+        assert_eq!(u32_header(&properties, HEADER_DEFERRALS), Some(1));
+    }
+
+    #[test]
+    fn a_job_type_longer_than_a_short_string_is_cut_at_a_character_boundary() {
+        let envelope = Envelope {
+            job_type: "é".repeat(200),
+            ..envelope()
+        };
+        let kind = job_properties(&envelope).kind().clone().expect("type set");
+        assert_eq!(
+            kind.as_str().len(),
+            254,
+            "cut below 255 bytes without splitting a character"
+        );
+    }
+
+    #[test]
+    fn dead_letter_properties_say_why_and_where_from() {
+        let letter = DeadLetterOut {
+            queue: "q",
+            body: b"raw",
+            reason: "fatal error: boom",
+            attempts: 2,
+        };
+        let properties = dead_letter_properties(&letter);
+        assert_eq!(
+            string_header(&properties, HEADER_DEATH_REASON).as_deref(),
+            Some("fatal error: boom")
+        );
+        assert_eq!(
+            string_header(&properties, HEADER_ORIGINAL_QUEUE).as_deref(),
+            Some("q")
+        );
+        assert_eq!(u32_header(&properties, HEADER_ATTEMPTS), Some(2));
+        assert_eq!(
+            *properties.delivery_mode(),
+            Some(2),
+            "dead letters are persistent"
+        );
+    }
+
+    #[test]
+    fn a_work_queue_without_priorities_or_ttl_has_no_arguments() {
+        let config = QueueConfig {
+            max_priority: 0,
+            ..QueueConfig::new("q")
+        };
+        assert!(work_queue_arguments(&config).inner().is_empty());
+    }
+
+    #[test]
+    fn a_work_queue_ttl_is_rounded_up_to_whole_milliseconds() {
+        let config = QueueConfig {
+            message_ttl: Some(Duration::from_micros(1500)),
+            ..QueueConfig::new("q")
+        };
+        let arguments = work_queue_arguments(&config);
+        assert_eq!(
+            arguments.inner().get("x-message-ttl"),
+            Some(&AMQPValue::LongLongInt(2))
+        );
+        assert_eq!(
+            arguments.inner().get("x-max-priority"),
+            Some(&AMQPValue::ShortShortUInt(10))
+        );
+    }
+
+    #[test]
+    fn a_hold_queue_releases_onto_its_work_queue_and_expires_after_two_delays() {
+        let hold = HoldQueue::for_delay("q", Duration::from_millis(250)).expect("fits");
+        let arguments = hold_queue_arguments("q", &hold);
+        let get = |key: &str| arguments.inner().get(key).cloned();
+        assert_eq!(get("x-message-ttl"), Some(AMQPValue::LongLongInt(250)));
+        assert_eq!(
+            get("x-dead-letter-exchange"),
+            Some(AMQPValue::LongString("".into()))
+        );
+        assert_eq!(
+            get("x-dead-letter-routing-key"),
+            Some(AMQPValue::LongString("q".into()))
+        );
+        assert_eq!(get("x-expires"), Some(AMQPValue::LongLongInt(500)));
+    }
+}

@@ -1,0 +1,211 @@
+//! Consuming a work queue across reconnects.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_core::Stream;
+use lapin::message::Delivery as AmqpDelivery;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{Channel, Consumer as AmqpConsumer};
+
+use super::link::Link;
+use super::session::{Failure, Session};
+use crate::broker::{BrokerError, Consumer, Delivery};
+
+/// How long closing a consumer waits to hand back messages it had prefetched but not
+/// delivered.
+const CLOSE_DRAIN: Duration = Duration::from_secs(5);
+
+/// A subscription to one work queue that outlives connections: when its connection
+/// drops it waits for the supervisor's reconnect and subscribes again.
+///
+/// Deliveries handed out before a reconnect belong to the old channel; settling them
+/// fails with [`BrokerError::Connection`], and the broker redelivers them.
+#[derive(Debug)]
+pub struct RabbitMqConsumer {
+    link: Arc<Link>,
+    queue: String,
+    prefetch: u16,
+    subscription: Option<Subscription>,
+}
+
+#[derive(Debug)]
+struct Subscription {
+    channel: Channel,
+    consumer: AmqpConsumer,
+}
+
+impl RabbitMqConsumer {
+    /// Subscribe, waiting through an outage for at most the outage timeout.
+    pub(super) async fn start(
+        link: Arc<Link>,
+        queue: &str,
+        prefetch: u16,
+    ) -> Result<Self, BrokerError> {
+        let subscription = link
+            .run(|session| subscribe(session, queue, prefetch))
+            .await?;
+        Ok(Self {
+            link,
+            queue: queue.to_owned(),
+            prefetch,
+            subscription: Some(subscription),
+        })
+    }
+
+    /// Subscribe again on the current session, for as long as it takes; only
+    /// [`BrokerError::Closed`] ends the wait.
+    async fn resubscribe(&self) -> Result<Subscription, BrokerError> {
+        let mut failures = 0;
+        loop {
+            let session = self.link.session().await?;
+            match subscribe(session, &self.queue, self.prefetch).await {
+                Ok(subscription) => return Ok(subscription),
+                Err(Failure::Final(error)) => {
+                    tracing::error!(queue = %self.queue, %error, "resubscribing failed")
+                }
+                Err(Failure::Lost(error)) => {
+                    tracing::debug!(queue = %self.queue, %error, "resubscribing was interrupted");
+                    self.link.suspect();
+                }
+            }
+            tokio::time::sleep(self.link.options.backoff.delay(failures)).await;
+            failures += 1;
+        }
+    }
+}
+
+async fn subscribe(
+    session: Arc<Session>,
+    queue: &str,
+    prefetch: u16,
+) -> Result<Subscription, Failure> {
+    let channel = session.channel().await.map_err(Failure::Lost)?;
+    channel
+        .basic_qos(prefetch, BasicQosOptions::default())
+        .await
+        .map_err(Failure::Lost)?;
+    let consumer = channel
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|error| Failure::classify(queue, error))?;
+    Ok(Subscription { channel, consumer })
+}
+
+async fn next_message(consumer: &mut AmqpConsumer) -> Option<Result<AmqpDelivery, lapin::Error>> {
+    std::future::poll_fn(|cx| Pin::new(&mut *consumer).poll_next(cx)).await
+}
+
+impl Consumer for RabbitMqConsumer {
+    type Delivery = RabbitMqDelivery;
+
+    async fn next(&mut self) -> Option<RabbitMqDelivery> {
+        loop {
+            let subscription = match &mut self.subscription {
+                Some(subscription) => subscription,
+                None => self.subscription.insert(self.resubscribe().await.ok()?),
+            };
+            match next_message(&mut subscription.consumer).await {
+                Some(Ok(delivery)) => {
+                    return Some(RabbitMqDelivery {
+                        delivery,
+                        _channel: subscription.channel.clone(),
+                    });
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(queue = %self.queue, %error, "consumer interrupted, subscribing again");
+                    self.link.suspect();
+                }
+                None => {
+                    tracing::warn!(queue = %self.queue, "the broker cancelled the consumer, subscribing again")
+                }
+            }
+            self.subscription = None;
+        }
+    }
+
+    async fn close(mut self) {
+        let Some(mut subscription) = self.subscription.take() else {
+            return;
+        };
+        let cancel = subscription
+            .channel
+            .basic_cancel(subscription.consumer.tag(), BasicCancelOptions::default());
+        if let Err(error) = cancel.await {
+            tracing::debug!(queue = %self.queue, %error, "cancelling the consumer failed");
+            return;
+        }
+        // Messages prefetched but never handed out would stay unacked for as long as
+        // a delivery still holds the channel open; give them back now.
+        let drain = async {
+            while let Some(Ok(delivery)) = next_message(&mut subscription.consumer).await {
+                let requeue = BasicNackOptions {
+                    requeue: true,
+                    ..BasicNackOptions::default()
+                };
+                if let Err(error) = delivery.acker.nack(requeue).await {
+                    tracing::debug!(queue = %self.queue, %error, "handing back a prefetched message failed");
+                }
+            }
+        };
+        if tokio::time::timeout(CLOSE_DRAIN, drain).await.is_err() {
+            tracing::debug!(queue = %self.queue, "the consumer did not finish cancelling in time");
+        }
+    }
+}
+
+/// A message taken from a work queue. It keeps its channel open until settled, because
+/// the broker requeues whatever is unacked on a channel that closes.
+#[derive(Debug)]
+pub struct RabbitMqDelivery {
+    delivery: AmqpDelivery,
+    _channel: Channel,
+}
+
+impl Delivery for RabbitMqDelivery {
+    fn body(&self) -> &[u8] {
+        &self.delivery.data
+    }
+
+    fn redelivered(&self) -> bool {
+        self.delivery.redelivered
+    }
+
+    async fn ack(self) -> Result<(), BrokerError> {
+        settled(self.delivery.acker.ack(BasicAckOptions::default()).await)
+    }
+
+    async fn requeue(self) -> Result<(), BrokerError> {
+        settled(
+            self.delivery
+                .acker
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..BasicNackOptions::default()
+                })
+                .await,
+        )
+    }
+}
+
+/// lapin answers `Ok(false)` for a delivery whose channel is gone: the broker has
+/// already requeued it, so the settlement did not happen and the caller must know.
+fn settled(result: Result<bool, lapin::Error>) -> Result<(), BrokerError> {
+    match result {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(BrokerError::Connection(
+            "the delivery's channel closed before it was settled; the broker redelivers it"
+                .to_owned(),
+        )),
+        Err(error) => Err(BrokerError::Connection(error.to_string())),
+    }
+}

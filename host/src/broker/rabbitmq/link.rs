@@ -1,0 +1,265 @@
+//! The link to the broker: the current [`Session`], the topology declared through it,
+//! and the supervisor that replaces a session whose connection dropped.
+//!
+//! Contract:
+//! - at most one supervisor per link reconnects, one attempt at a time, with the
+//!   jittered exponential [`ReconnectBackoff`](super::ReconnectBackoff);
+//! - a new session is handed out only after the known work queues are declared on
+//!   it again, so nothing published or consumed through it finds a queue missing;
+//! - callers that see a connection fail report it ([`Link::suspect`]) and wait for
+//!   the next session instead of failing, for at most the outage timeout.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_core::Stream;
+use jobhost_sdk::QueueConfig;
+use tokio::sync::{Notify, watch};
+use tokio::time::{Instant, sleep, timeout_at};
+
+use super::RabbitMqOptions;
+use super::session::{Failure, Session};
+use super::url::redact;
+use crate::broker::BrokerError;
+
+/// How often the supervisor looks at the connection even when nothing reported a
+/// failure, because not every way a connection ends raises an event.
+const HEALTH_CHECK: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+enum State {
+    Up(Arc<Session>),
+    Down,
+    Closed,
+}
+
+/// Shared by a backend, its consumers and its supervisor.
+#[derive(Debug)]
+pub(super) struct Link {
+    /// Carries credentials: never logged, never put in an error.
+    url: String,
+    /// The URL as logs and errors show it.
+    pub(super) redacted: String,
+    pub(super) options: RabbitMqOptions,
+    state: watch::Sender<State>,
+    /// Every work queue declared through this link, re-declared after a reconnect.
+    topology: Mutex<Vec<QueueConfig>>,
+    wake: Notify,
+}
+
+impl Link {
+    /// Open the first session; a broker that cannot be reached now is an error.
+    pub(super) async fn connect(
+        url: &str,
+        options: RabbitMqOptions,
+    ) -> Result<Arc<Self>, BrokerError> {
+        let redacted = redact(url);
+        let session = Session::open(url, &options, 0).await.map_err(|error| {
+            BrokerError::Connection(format!("cannot connect to `{redacted}`: {error}"))
+        })?;
+        tracing::info!(broker = %redacted, "connected to the broker");
+        Ok(Arc::new(Self {
+            url: url.to_owned(),
+            redacted,
+            options,
+            state: watch::Sender::new(State::Up(Arc::new(session))),
+            topology: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+        }))
+    }
+
+    /// The current session, waiting through an outage; [`BrokerError::Closed`] once the
+    /// link is closed.
+    pub(super) async fn session(&self) -> Result<Arc<Session>, BrokerError> {
+        let mut state = self.state.subscribe();
+        loop {
+            match &*state.borrow_and_update() {
+                State::Up(session) if session.is_connected() => return Ok(Arc::clone(session)),
+                State::Up(_) => self.suspect(),
+                State::Down => {}
+                State::Closed => return Err(BrokerError::Closed),
+            }
+            state.changed().await.map_err(|_| BrokerError::Closed)?;
+        }
+    }
+
+    /// Tell the supervisor that the connection looked broken, so it checks now rather
+    /// than at its next health check.
+    pub(super) fn suspect(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Remember a declared work queue for re-declaration after a reconnect.
+    pub(super) fn remember(&self, config: &QueueConfig) {
+        let mut topology = self.topology.lock().expect("topology poisoned");
+        match topology.iter_mut().find(|known| known.name == config.name) {
+            Some(known) => *known = config.clone(),
+            None => topology.push(config.clone()),
+        }
+    }
+
+    /// The configuration `queue` was declared with through this link.
+    pub(super) fn known(&self, queue: &str) -> Option<QueueConfig> {
+        self.topology
+            .lock()
+            .expect("topology poisoned")
+            .iter()
+            .find(|known| known.name == queue)
+            .cloned()
+    }
+
+    /// Run `attempt` on the current session until it succeeds or fails for good,
+    /// waiting through reconnects for at most the outage timeout.
+    pub(super) async fn run<T, F, Fut>(&self, attempt: F) -> Result<T, BrokerError>
+    where
+        F: Fn(Arc<Session>) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let limit = self.options.outage_timeout;
+        let deadline = Instant::now() + limit;
+        let unreachable = || {
+            BrokerError::Connection(format!(
+                "broker `{}` unavailable for {limit:?}",
+                self.redacted
+            ))
+        };
+        let mut failures = 0;
+        loop {
+            let session = timeout_at(deadline, self.session())
+                .await
+                .map_err(|_| unreachable())??;
+            let error = match timeout_at(deadline, attempt(session))
+                .await
+                .map_err(|_| unreachable())?
+            {
+                Ok(value) => return Ok(value),
+                Err(Failure::Final(error)) => return Err(error),
+                Err(Failure::Lost(error)) => error,
+            };
+            tracing::debug!(broker = %self.redacted, %error, "broker operation interrupted, trying again");
+            self.suspect();
+            let pause = self.options.backoff.delay(failures);
+            if Instant::now() + pause >= deadline {
+                return Err(BrokerError::Connection(format!(
+                    "broker `{}`: {error}",
+                    self.redacted
+                )));
+            }
+            sleep(pause).await;
+            failures += 1;
+        }
+    }
+
+    /// Stop: waiters get [`BrokerError::Closed`], the supervisor ends, and the
+    /// connection closes.
+    pub(super) async fn close(&self) {
+        if let Some(session) = self.shut() {
+            session.close().await;
+        }
+    }
+
+    /// Mark the link closed without waiting; returns the session that was current, for
+    /// the caller to close.
+    pub(super) fn shut(&self) -> Option<Arc<Session>> {
+        let previous = self.state.send_replace(State::Closed);
+        self.wake.notify_one();
+        match previous {
+            State::Up(session) => Some(session),
+            State::Down | State::Closed => None,
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        matches!(*self.state.borrow(), State::Closed)
+    }
+
+    /// The supervisor: wait for the session to fail, replace it, repeat until closed.
+    pub(super) async fn supervise(self: Arc<Self>) {
+        loop {
+            let current = match &*self.state.borrow() {
+                State::Up(session) => Arc::clone(session),
+                State::Down => {
+                    unreachable!("only the supervisor takes a link down, and it brings it back up")
+                }
+                State::Closed => return,
+            };
+            self.watch(&current).await;
+            if self.is_closed() {
+                return;
+            }
+            tracing::warn!(broker = %self.redacted, "lost the broker connection, reconnecting");
+            self.state
+                .send_if_modified(|state| replace_unless_closed(state, State::Down));
+            let Some(next) = self.reconnect(current.generation + 1).await else {
+                return;
+            };
+            tracing::info!(broker = %self.redacted, generation = next.generation, "reconnected to the broker");
+            self.state
+                .send_if_modified(|state| replace_unless_closed(state, State::Up(next)));
+        }
+    }
+
+    /// Return once `session`'s connection is down or the link is closed.
+    async fn watch(&self, session: &Session) {
+        let mut events = pin!(session.connection().events_listener());
+        let mut listening = true;
+        loop {
+            if !session.is_connected() || self.is_closed() {
+                return;
+            }
+            tokio::select! {
+                event = std::future::poll_fn(|cx| Pin::as_mut(&mut events).poll_next(cx)), if listening => {
+                    listening = event.is_some();
+                }
+                () = self.wake.notified() => {}
+                () = sleep(HEALTH_CHECK) => {}
+            }
+        }
+    }
+
+    /// Open sessions until one connects and takes the topology; `None` once closed.
+    async fn reconnect(&self, generation: u64) -> Option<Arc<Session>> {
+        let mut failures = 0;
+        loop {
+            if self.is_closed() {
+                return None;
+            }
+            match self.open(generation).await {
+                Ok(session) => return Some(Arc::new(session)),
+                Err(error) => {
+                    let pause = self.options.backoff.delay(failures);
+                    tracing::warn!(broker = %self.redacted, %error, ?pause, "reconnecting to the broker failed");
+                    sleep(pause).await;
+                    failures += 1;
+                }
+            }
+        }
+    }
+
+    async fn open(&self, generation: u64) -> Result<Session, lapin::Error> {
+        let session = Session::open(&self.url, &self.options, generation).await?;
+        let topology = self.topology.lock().expect("topology poisoned").clone();
+        for config in &topology {
+            match session.declare_work_queue(config).await {
+                Ok(()) => {}
+                Err(Failure::Lost(error)) => return Err(error),
+                // The queue was changed behind our back; the session is still good for
+                // every other queue, and the refusal resurfaces where the queue is used.
+                Err(Failure::Final(error)) => {
+                    tracing::error!(queue = %config.name, %error, "re-declaring a queue after a reconnect failed");
+                }
+            }
+        }
+        Ok(session)
+    }
+}
+
+fn replace_unless_closed(state: &mut State, next: State) -> bool {
+    if matches!(state, State::Closed) {
+        return false;
+    }
+    *state = next;
+    true
+}

@@ -1,0 +1,163 @@
+//! The RabbitMQ [`Backend`], on lapin. No lapin type leaves this module.
+//!
+//! Topology (`design.md`, "Wire format and topology"): [`Backend::declare`] declares the
+//! work queue `q` (with `x-max-priority` and `x-message-ttl` when set) and its
+//! dead-letter queue `q.dead`. A delayed publish declares the hold queue
+//! `q.deferred.{ttl_ms}` right before publishing to it, every time, because the hold
+//! queue expires after two delays without a declaration; the declaration takes a
+//! channel of its own, because a refused one closes its channel and must not take
+//! in-flight publishes with it.
+//!
+//! Every publish is persistent, `mandatory`, goes to the default exchange and returns
+//! once confirmed; a nack or an unroutable return is [`BrokerError::NotConfirmed`].
+//! Confirms are pipelined: publishes share a few confirm-mode channels, each with
+//! any number of confirms outstanding.
+//!
+//! Reconnection: a supervisor task per backend notices a dropped connection (connection
+//! events, reports from callers, a periodic check), reconnects with jittered exponential
+//! backoff, re-declares every work queue declared so far, and then hands the new
+//! connection to waiting publishes and consumers. A publish caught by an outage waits
+//! for at most [`RabbitMqOptions::outage_timeout`] and is sent again on the new
+//! connection, so a message may arrive twice, never not at all (at-least-once).
+//!
+//! Credentials never reach logs or errors: the URL is shown with its password masked.
+
+mod admin;
+mod codec;
+mod consumer;
+mod link;
+mod options;
+mod session;
+mod url;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobhost_sdk::QueueConfig;
+use tokio::task::JoinHandle;
+
+pub use admin::{RabbitMqDeadLetter, Replayed};
+pub use consumer::{RabbitMqConsumer, RabbitMqDelivery};
+use link::Link;
+pub use options::{RabbitMqOptions, ReconnectBackoff};
+
+use super::hold::check_queue_name;
+use super::{Backend, BrokerError, DeadLetterOut, HoldQueue, dead_letter_queue_name};
+use crate::envelope::Envelope;
+use codec::{dead_letter_properties, job_properties};
+
+/// A RabbitMQ broker. Dropping it (or [`close`](Self::close)) stops its consumers and
+/// closes the connection.
+#[derive(Debug)]
+pub struct RabbitMqBackend {
+    link: Arc<Link>,
+    supervisor: JoinHandle<()>,
+}
+
+impl RabbitMqBackend {
+    /// Connect to the broker at `url` (`amqp://` or, with the `tls` feature, `amqps://`)
+    /// and start supervising the connection. Fails if the broker cannot be reached now:
+    /// only an established backend waits out outages.
+    pub async fn connect(url: &str, options: RabbitMqOptions) -> Result<Self, BrokerError> {
+        if url.starts_with("amqps://") && !cfg!(feature = "tls") {
+            return Err(BrokerError::Connection(format!(
+                "`{}` needs TLS: build jobhost with the `tls` feature",
+                url::redact(url)
+            )));
+        }
+        let link = Link::connect(url, options).await?;
+        let supervisor = tokio::spawn(Arc::clone(&link).supervise());
+        Ok(Self { link, supervisor })
+    }
+
+    /// Close the connection; consumers end and further calls fail with
+    /// [`BrokerError::Closed`].
+    pub async fn close(&self) {
+        self.link.close().await;
+    }
+
+    async fn publish_now(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: lapin::BasicProperties,
+    ) -> Result<(), BrokerError> {
+        let properties = &properties;
+        self.link
+            .run(|session| async move { session.publish(queue, body, properties.clone()).await })
+            .await
+    }
+}
+
+impl Drop for RabbitMqBackend {
+    /// Consumers hold channels of the connection, so it is closed explicitly rather
+    /// than left to the last handle.
+    fn drop(&mut self) {
+        self.supervisor.abort();
+        if let Some(session) = self.link.shut()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move { session.close().await });
+        }
+    }
+}
+
+impl Backend for RabbitMqBackend {
+    type Consumer = RabbitMqConsumer;
+
+    async fn declare(&self, queue: &QueueConfig) -> Result<(), BrokerError> {
+        check_queue_name(&queue.name)?;
+        self.link
+            .run(|session| async move { session.declare_work_queue(queue).await })
+            .await?;
+        self.link.remember(queue);
+        Ok(())
+    }
+
+    /// A delay that rounds to zero milliseconds is no delay. A delayed publish needs
+    /// the work queue declared through this backend ([`BrokerError::UnknownQueue`]
+    /// otherwise), because the hold queue takes its durability and must not release
+    /// into a queue that does not exist, where the broker would drop the message
+    /// without a word.
+    async fn publish(
+        &self,
+        envelope: &Envelope,
+        delay: Option<Duration>,
+    ) -> Result<(), BrokerError> {
+        check_queue_name(&envelope.queue)?;
+        let body = envelope.encode();
+        let properties = job_properties(envelope);
+        let hold = delay
+            .map(|delay| HoldQueue::for_delay(&envelope.queue, delay))
+            .transpose()?;
+        let Some(hold) = hold.filter(|hold| hold.ttl_ms > 0) else {
+            return self.publish_now(&envelope.queue, &body, properties).await;
+        };
+        let config = self
+            .link
+            .known(&envelope.queue)
+            .ok_or_else(|| BrokerError::UnknownQueue(envelope.queue.clone()))?;
+        let (config, hold, body, properties) = (&config, &hold, &body, &properties);
+        self.link
+            .run(|session| async move {
+                session.declare_hold_queue(config, hold).await?;
+                session.publish(&hold.name, body, properties.clone()).await
+            })
+            .await
+    }
+
+    async fn dead_letter(&self, letter: DeadLetterOut<'_>) -> Result<(), BrokerError> {
+        check_queue_name(letter.queue)?;
+        self.publish_now(
+            &dead_letter_queue_name(letter.queue),
+            letter.body,
+            dead_letter_properties(&letter),
+        )
+        .await
+    }
+
+    async fn consume(&self, queue: &QueueConfig) -> Result<RabbitMqConsumer, BrokerError> {
+        check_queue_name(&queue.name)?;
+        RabbitMqConsumer::start(Arc::clone(&self.link), &queue.name, queue.prefetch).await
+    }
+}

@@ -1,0 +1,128 @@
+//! How a [`RabbitMqBackend`](super::RabbitMqBackend) connects, waits and reconnects.
+
+use std::time::Duration;
+
+use rand::Rng;
+
+/// Settings of a RabbitMQ backend. Every setting has a default that suits a worker:
+///
+/// | setting | default |
+/// |---|---|
+/// | [`connection_name`](Self::connection_name) | `jobhost` |
+/// | [`outage_timeout`](Self::outage_timeout) | 30 s |
+/// | [`reconnect_backoff`](Self::reconnect_backoff) | 100 ms doubling up to 5 s, jittered |
+/// | [`publisher_channels`](Self::publisher_channels) | 4 |
+#[derive(Debug, Clone)]
+pub struct RabbitMqOptions {
+    pub(super) connection_name: String,
+    pub(super) outage_timeout: Duration,
+    pub(super) backoff: ReconnectBackoff,
+    pub(super) publisher_channels: usize,
+}
+
+impl Default for RabbitMqOptions {
+    fn default() -> Self {
+        Self {
+            connection_name: "jobhost".to_owned(),
+            outage_timeout: Duration::from_secs(30),
+            backoff: ReconnectBackoff::default(),
+            publisher_channels: 4,
+        }
+    }
+}
+
+impl RabbitMqOptions {
+    /// The connection name the management UI shows (`rabbitmqctl list_connections
+    /// client_properties`), so an operator can tell hosts apart.
+    pub fn connection_name(mut self, name: impl Into<String>) -> Self {
+        self.connection_name = name.into();
+        self
+    }
+
+    /// How long a publish, a declaration or a new subscription waits for the broker,
+    /// across reconnects, before it fails. Because a failed publish leaves the original
+    /// delivery unacked, waiting out a short outage saves a redelivery; failing after a
+    /// bound keeps a worker from hanging on a broker that is gone for good.
+    pub fn outage_timeout(mut self, timeout: Duration) -> Self {
+        self.outage_timeout = timeout;
+        self
+    }
+
+    /// The delays between reconnection attempts.
+    pub fn reconnect_backoff(mut self, backoff: ReconnectBackoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// How many confirm-mode channels publishes are spread over (at least 1). Each
+    /// carries any number of outstanding confirms; more than one spreads the framing
+    /// work of concurrent publishes.
+    pub fn publisher_channels(mut self, channels: usize) -> Self {
+        self.publisher_channels = channels.max(1);
+        self
+    }
+}
+
+/// Exponential backoff between reconnection attempts: `min`, doubling per failed
+/// attempt, capped at `max`, each delay drawn uniformly from its upper half so that
+/// hosts restarted together do not reconnect in lockstep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconnectBackoff {
+    /// The delay after the first failure.
+    pub min: Duration,
+    /// The longest delay.
+    pub max: Duration,
+}
+
+impl Default for ReconnectBackoff {
+    fn default() -> Self {
+        Self {
+            min: Duration::from_millis(100),
+            max: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ReconnectBackoff {
+    /// The delay before retry number `failures` (0-based).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let ceiling = self
+            .min
+            .saturating_mul(2u32.saturating_pow(failures))
+            .min(self.max);
+        let floor = ceiling / 2;
+        rand::rng().random_range(floor..=ceiling)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_minimum_and_stays_under_the_cap() {
+        let backoff = ReconnectBackoff::default();
+        for failures in 0..64 {
+            let delay = backoff.delay(failures);
+            let ceiling = (backoff.min * 2u32.saturating_pow(failures.min(20))).min(backoff.max);
+            assert!(
+                delay <= ceiling,
+                "delay {delay:?} after {failures} failures exceeds {ceiling:?}"
+            );
+            assert!(
+                delay >= ceiling / 2,
+                "delay {delay:?} after {failures} failures is below half of {ceiling:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn at_least_one_publisher_channel_is_kept() {
+        assert_eq!(
+            RabbitMqOptions::default()
+                .publisher_channels(0)
+                .publisher_channels,
+            1
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! One connection to the broker and the channels opened on it. A session never
+//! outlives its connection: when the connection drops, the supervisor opens a new
+//! session and the old one is discarded with everything opened on it.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use jobhost_sdk::QueueConfig;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+
+use super::RabbitMqOptions;
+use super::codec::{declare_options, hold_queue_arguments, work_queue_arguments};
+use crate::broker::{BrokerError, HoldQueue, dead_letter_queue_name};
+
+/// Idle declaration channels kept for reuse; more are opened under load and closed
+/// again afterwards.
+const SPARE_CHANNELS: usize = 8;
+
+/// Why one try on one session failed.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// The broker answered and the answer stands: trying again cannot help.
+    Final(BrokerError),
+    /// The connection or channel went away; a new session may succeed.
+    Lost(lapin::Error),
+}
+
+impl Failure {
+    /// A failed operation on `queue`: refused when the broker closed the channel over
+    /// it (a channel-level error such as `PRECONDITION_FAILED` or `NOT_FOUND`), lost
+    /// otherwise.
+    pub(super) fn classify(queue: &str, error: lapin::Error) -> Self {
+        if error.is_amqp_soft_error() {
+            Self::Final(BrokerError::Refused {
+                queue: queue.to_owned(),
+                reason: error.to_string(),
+            })
+        } else {
+            Self::Lost(error)
+        }
+    }
+}
+
+/// One live connection and its channels.
+#[derive(Debug)]
+pub(super) struct Session {
+    /// Counts sessions, so waiters can tell a new one from the one that failed them.
+    pub(super) generation: u64,
+    connection: Connection,
+    /// Confirm-mode channels that carry every publish, any number in flight on each.
+    publishers: Vec<tokio::sync::Mutex<Channel>>,
+    next_publisher: AtomicUsize,
+    /// Idle channels for declarations: each declaration takes its own, because a
+    /// refused one closes its channel, and nothing else must be on it then.
+    spare: Mutex<Vec<Channel>>,
+}
+
+impl Session {
+    /// Connect and open the publisher channels.
+    pub(super) async fn open(
+        url: &str,
+        options: &RabbitMqOptions,
+        generation: u64,
+    ) -> Result<Self, lapin::Error> {
+        let properties = ConnectionProperties::default()
+            .with_connection_name(options.connection_name.as_str().into());
+        let connection = Connection::connect(url, properties).await?;
+        let mut publishers = Vec::with_capacity(options.publisher_channels);
+        for _ in 0..options.publisher_channels {
+            publishers.push(tokio::sync::Mutex::new(confirm_channel(&connection).await?));
+        }
+        Ok(Self {
+            generation,
+            connection,
+            publishers,
+            next_publisher: AtomicUsize::new(0),
+            spare: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether the connection is still up.
+    pub(super) fn is_connected(&self) -> bool {
+        self.connection.status().connected()
+    }
+
+    /// The connection, for listening to its events.
+    pub(super) fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// A new channel of its own, e.g. for a consumer.
+    pub(super) async fn channel(&self) -> Result<Channel, lapin::Error> {
+        self.connection.create_channel().await
+    }
+
+    /// Close the connection, best effort: it may be gone already.
+    pub(super) async fn close(&self) {
+        if self.is_connected()
+            && let Err(error) = self.connection.close(200, "jobhost closing".into()).await
+        {
+            tracing::debug!(%error, "closing the broker connection failed");
+        }
+    }
+
+    /// Publish to the default exchange, `mandatory`, and wait for the confirm.
+    pub(super) async fn publish(
+        &self,
+        routing_key: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<(), Failure> {
+        let channel = self.publisher().await.map_err(Failure::Lost)?;
+        let options = BasicPublishOptions {
+            mandatory: true,
+            ..BasicPublishOptions::default()
+        };
+        let confirm = channel
+            .basic_publish("".into(), routing_key.into(), options, body, properties)
+            .await
+            .map_err(Failure::Lost)?;
+        let not_confirmed = |reason: String| {
+            Failure::Final(BrokerError::NotConfirmed {
+                queue: routing_key.to_owned(),
+                reason,
+            })
+        };
+        match confirm.await.map_err(Failure::Lost)? {
+            Confirmation::Ack(None) => Ok(()),
+            Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
+                Err(not_confirmed(format!(
+                    "returned as unroutable ({} {})",
+                    returned.reply_code, returned.reply_text
+                )))
+            }
+            Confirmation::Nack(None) => Err(not_confirmed("the broker nacked it".to_owned())),
+            Confirmation::NotRequested => Err(not_confirmed(
+                "the channel was not in confirm mode".to_owned(),
+            )),
+        }
+    }
+
+    /// Declare a work queue and its dead-letter queue.
+    pub(super) async fn declare_work_queue(&self, config: &QueueConfig) -> Result<(), Failure> {
+        let dead = dead_letter_queue_name(&config.name);
+        self.declare(&config.name, config.durable, work_queue_arguments(config))
+            .await?;
+        self.declare(&dead, config.durable, FieldTable::default())
+            .await
+    }
+
+    /// Declare (and so keep alive) the hold queue in front of `config`'s work queue.
+    pub(super) async fn declare_hold_queue(
+        &self,
+        config: &QueueConfig,
+        hold: &HoldQueue,
+    ) -> Result<(), Failure> {
+        self.declare(
+            &hold.name,
+            config.durable,
+            hold_queue_arguments(&config.name, hold),
+        )
+        .await
+    }
+
+    async fn declare(
+        &self,
+        queue: &str,
+        durable: bool,
+        arguments: FieldTable,
+    ) -> Result<(), Failure> {
+        let channel = self.spare_channel().await.map_err(Failure::Lost)?;
+        channel
+            .queue_declare(queue.into(), declare_options(durable), arguments)
+            .await
+            .map_err(|error| Failure::classify(queue, error))?;
+        self.return_spare(channel);
+        Ok(())
+    }
+
+    /// The next publisher channel, round robin; one the broker closed is replaced
+    /// while the connection still stands.
+    async fn publisher(&self) -> Result<Channel, lapin::Error> {
+        let index = self.next_publisher.fetch_add(1, Ordering::Relaxed) % self.publishers.len();
+        let mut slot = self.publishers[index].lock().await;
+        if !slot.status().connected() {
+            *slot = confirm_channel(&self.connection).await?;
+        }
+        Ok(slot.clone())
+    }
+
+    async fn spare_channel(&self) -> Result<Channel, lapin::Error> {
+        let idle = self
+            .spare
+            .lock()
+            .expect("spare channel list poisoned")
+            .pop();
+        match idle {
+            Some(channel) if channel.status().connected() => Ok(channel),
+            _ => self.connection.create_channel().await,
+        }
+    }
+
+    /// Keep a channel whose work succeeded for the next declaration; dropping the
+    /// last handle of the others closes them.
+    fn return_spare(&self, channel: Channel) {
+        let mut spare = self.spare.lock().expect("spare channel list poisoned");
+        if spare.len() < SPARE_CHANNELS {
+            spare.push(channel);
+        }
+    }
+}
+
+async fn confirm_channel(connection: &Connection) -> Result<Channel, lapin::Error> {
+    let channel = connection.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    Ok(channel)
+}

@@ -1,0 +1,44 @@
+//! Connecting: failures are errors that name the broker without its password.
+
+mod support;
+
+use jobhost::broker::{BrokerError, RabbitMqBackend, RabbitMqOptions};
+use support::amqp_url;
+
+const PASSWORD: &str = "s3cret-do-not-log";
+
+async fn connect_error(url: &str) -> BrokerError {
+    RabbitMqBackend::connect(url, RabbitMqOptions::default())
+        .await
+        .expect_err("the connection must fail")
+}
+
+#[tokio::test]
+async fn an_unreachable_broker_is_an_error_that_masks_the_password() {
+    let error = connect_error(&format!("amqp://guest:{PASSWORD}@127.0.0.1:1/%2f")).await;
+    let message = error.to_string();
+    assert!(matches!(error, BrokerError::Connection(_)), "{message}");
+    assert!(
+        !message.contains(PASSWORD),
+        "the password leaked: {message}"
+    );
+    assert!(
+        message.contains("guest:***@127.0.0.1:1"),
+        "the broker is named: {message}"
+    );
+}
+
+#[tokio::test]
+async fn refused_credentials_are_an_error_that_masks_the_password() {
+    let url = amqp_url();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        panic!("AMQP_URL `{url}` has no scheme");
+    };
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    let error = connect_error(&format!("{scheme}://guest:{PASSWORD}@{host}")).await;
+    let message = error.to_string();
+    assert!(
+        !message.contains(PASSWORD),
+        "the password leaked: {message}"
+    );
+}

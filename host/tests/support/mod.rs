@@ -1,0 +1,182 @@
+//! Helpers shared by the broker tests: where the broker is, unique queue names, queue
+//! cleanup, bounded waits, and a raw AMQP channel to look at what the backend wrote.
+//!
+//! Each test binary uses a different subset, so unused helpers are expected here.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::process::Command;
+use std::time::Duration;
+
+use jobhost::broker::{RabbitMqBackend, RabbitMqOptions};
+use lapin::message::Delivery;
+use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use lapin::{Channel, Connection, ConnectionProperties};
+
+/// The default when `AMQP_URL` is unset: the broker of the development container.
+const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// How long a test waits for something the broker should do in milliseconds.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
+
+pub(crate) fn amqp_url() -> String {
+    std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned())
+}
+
+/// A unique name, so tests running in parallel (or leftovers of an aborted run)
+/// never share a queue or a connection.
+pub(crate) fn unique(what: &str) -> String {
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("jobhost-test.{what}.{}", &suffix[..12])
+}
+
+/// A backend on the test broker, or `None` when no broker is reachable outside CI so
+/// the test can skip. In CI (`CI=true`) an unreachable broker fails the test.
+pub(crate) async fn backend(connection_name: &str) -> Option<RabbitMqBackend> {
+    let options = RabbitMqOptions::default().connection_name(connection_name);
+    match RabbitMqBackend::connect(&amqp_url(), options).await {
+        Ok(backend) => Some(backend),
+        Err(error) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("skipping: no RabbitMQ broker ({error}); set AMQP_URL to run this test");
+            None
+        }
+        Err(error) => panic!("CI=true and the RabbitMQ broker is unreachable: {error}"),
+    }
+}
+
+/// A plain lapin channel for inspecting queues behind the backend's back.
+pub(crate) async fn raw_channel() -> Channel {
+    let connection = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .expect("a test connection to the broker");
+    connection.create_channel().await.expect("a test channel")
+}
+
+/// Await `future`, failing the test with `what` if it takes longer than `limit`.
+pub(crate) async fn within<T>(limit: Duration, what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {limit:?} waiting for {what}"))
+}
+
+/// How many messages are ready on `queue`.
+pub(crate) async fn ready(channel: &Channel, queue: &str) -> u32 {
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+        .unwrap_or_else(|error| panic!("queue `{queue}` should exist: {error}"))
+        .message_count()
+}
+
+/// Take one message off `queue` without the backend, acknowledged on the spot.
+pub(crate) async fn take(channel: &Channel, queue: &str) -> Option<Delivery> {
+    channel
+        .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+        .await
+        .expect("basic.get")
+        .map(|message| message.delivery)
+}
+
+/// Run `rabbitmqctl` with `args`, returning its standard output.
+pub(crate) fn rabbitmqctl(args: &[&str]) -> String {
+    let output = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl runs");
+    assert!(
+        output.status.success(),
+        "rabbitmqctl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `rabbitmqctl list_queues name arguments` for the queue named exactly `queue`.
+pub(crate) fn queue_arguments(queue: &str) -> String {
+    rabbitmqctl(&[
+        "list_queues",
+        "name",
+        "arguments",
+        "--no-table-headers",
+        "--silent",
+    ])
+    .lines()
+    .find_map(|line| line.strip_prefix(&format!("{queue}\t")).map(str::to_owned))
+    .unwrap_or_else(|| panic!("queue `{queue}` should be listed by rabbitmqctl"))
+}
+
+/// Work queues (with their dead-letter queues) deleted when the guard drops, also when
+/// the test fails. Hold queues expire by themselves.
+#[derive(Debug)]
+pub(crate) struct Cleanup(Vec<String>);
+
+impl Cleanup {
+    pub(crate) fn new(queues: &[&str]) -> Self {
+        Self(
+            queues
+                .iter()
+                .flat_map(|q| [q.to_string(), format!("{q}.dead")])
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Cleanup {
+    /// On a thread of its own, because dropping happens inside the test's runtime,
+    /// which cannot block on a second one.
+    fn drop(&mut self) {
+        let queues = std::mem::take(&mut self.0);
+        let deleted = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a cleanup runtime");
+            runtime.block_on(async {
+                let channel = raw_channel().await;
+                for queue in queues {
+                    let _ = channel
+                        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+                        .await;
+                }
+            });
+        })
+        .join();
+        if deleted.is_err() {
+            eprintln!("deleting the test queues failed");
+        }
+    }
+}
+
+/// The broker's ids (pids) of the open connections named `name`.
+pub(crate) fn connections_named(name: &str) -> Vec<String> {
+    let listing = rabbitmqctl(&[
+        "list_connections",
+        "pid",
+        "client_properties",
+        "--no-table-headers",
+        "--silent",
+    ]);
+    listing
+        .lines()
+        .filter(|line| line.contains(name))
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Close the broker connections named `name` from the broker's side, as an operator or
+/// a broker restart would, and return their ids. Only this test's connections: the
+/// broker is shared.
+pub(crate) fn close_connections_named(name: &str) -> Vec<String> {
+    let pids = connections_named(name);
+    assert!(!pids.is_empty(), "no connection named `{name}` to close");
+    for pid in &pids {
+        rabbitmqctl(&["close_connection", pid, "test"]);
+    }
+    pids
+}
