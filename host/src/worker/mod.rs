@@ -1,8 +1,9 @@
 //! The worker: consume every queue the loaded plugins declare, run each delivery, settle it.
 //!
 //! # Contract
-//! - At most `concurrency` jobs run at once, across all queues; a permit is taken *before*
-//!   a message is pulled, so nothing waits unacked in the worker for a slot.
+//! - At most `concurrency` jobs run at once, across all queues. Each queue's loop pulls one
+//!   delivery and then waits for a slot, so an idle queue never holds a slot another queue
+//!   could use, and at most one delivery per queue waits in the worker.
 //! - Each delivery is settled exactly once, as `deliver`'s module doc lays out; nothing
 //!   is acked before what replaces it (retry, deferral, dead letter, follow-ups) is
 //!   confirmed by the broker.
@@ -26,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::broker::{Backend, Consumer};
+use crate::broker::{Backend, Consumer, Delivery};
 use crate::policy::Granularity;
 
 pub use handler::{BoxFuture, Handler};
@@ -172,17 +173,25 @@ impl<B: Backend> ConsumeLoop<B> {
         info!(queue = %self.queue.name, prefetch = self.queue.prefetch, "consuming");
         let queue: Arc<str> = self.queue.name.as_str().into();
         loop {
-            let permit = tokio::select! {
-                biased;
-                () = self.stop.cancelled() => break,
-                permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
-            };
             let delivery = tokio::select! {
                 biased;
                 () = self.stop.cancelled() => break,
                 delivery = consumer.next() => delivery,
             };
             let Some(delivery) = delivery else { break };
+            // The slot is taken after the pull, because a loop holding a slot while its queue
+            // is empty would starve the other queues; the broker's prefetch bounds how many
+            // deliveries wait here for a slot, one per queue at most.
+            let permit = tokio::select! {
+                biased;
+                () = self.stop.cancelled() => {
+                    if let Err(err) = delivery.requeue().await {
+                        warn!(queue = %self.queue.name, error = %err, "requeue on shutdown failed; the broker will redeliver");
+                    }
+                    break;
+                }
+                permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
+            };
             let shared = self.shared.clone();
             let abandon = self.abandon.clone();
             let queue = queue.clone();

@@ -251,3 +251,46 @@ async fn a_conflicting_unit_is_refused_and_names_both_plugins() {
     assert!(matches!(err, RegistryError::QueueMismatch { .. }), "{err}");
     h.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_in_flight_finishes_on_the_version_it_started_with() {
+    let slow = Arc::new(Slow::default());
+    let v1 = Unit::new(
+        "p.wasm",
+        "v1",
+        manifest("p", QueueConfig::new("q"), &["job"]),
+        slow.clone(),
+    );
+    let v2 = native_unit(
+        "p.wasm",
+        manifest("p", QueueConfig::new("q"), &["job"]),
+        |_| Outcome::Failed(JobError::fatal("v2 ran it")),
+    );
+    let h = Harness::start([v1], WorkerConfig::default()).await;
+    h.enqueue("job", json!({"key": "in-flight"})).await;
+    while slow.running.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    h.install(v2).expect("swap");
+    h.enqueue("job", json!({"key": "next"})).await;
+    h.run_until_idle().await;
+
+    assert_eq!(h.backend.acked("q").len(), 2, "both deliveries settled");
+    let reasons: Vec<String> = h
+        .backend
+        .dead_letters("q")
+        .into_iter()
+        .map(|d| d.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        ["fatal error: job failed (fatal): v2 ran it"],
+        "only the next job ran on v2"
+    );
+    assert_eq!(
+        h.log.calls_of("in-flight")[0].outcome,
+        "ok",
+        "the in-flight job finished on v1"
+    );
+    h.shutdown().await;
+}
