@@ -5,6 +5,10 @@
 //! - [`broker`]: the [`broker::Backend`] seam, RabbitMQ and the embedded memory backend.
 //! - [`plugin`]: the wasmtime engine that loads plugin components and runs their jobs.
 //! - [`policy`]: which retry policy and timeout apply to a delivery.
+//! - [`producer`]: enqueueing typed jobs from native Rust applications.
+//! - [`reload`]: loading the plugin directory and following its changes.
+//! - [`worker`]: consuming, running and settling jobs; the plugin registry.
+//! - [`testing`]: a harness running plugins on the memory backend under a paused clock.
 
 #![warn(missing_docs)]
 
@@ -12,3 +16,6 @@ pub mod broker;
 pub mod envelope;
 pub mod plugin;
 pub mod policy;
+pub mod producer;
+pub mod testing;
+pub mod worker;

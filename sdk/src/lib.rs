@@ -7,14 +7,17 @@
 //! - [`Queues`], [`Job`], [`QueueConfig`] and their derives: a plugin's queues and jobs.
 //! - [`plugin!`], [`JobContext`]: export a crate as a plugin; what a handler may ask of
 //!   the host (logs, follow-up jobs).
+//! - [`parse_duration`], [`DurationError`]: the duration grammar of attributes and flags.
 
 #![warn(missing_docs)]
 
+mod duration;
 mod error;
 mod guest;
 mod policy;
 mod queue;
 
+pub use duration::{DurationError, parse_duration};
 pub use error::JobError;
 #[doc(hidden)]
 pub use guest::__private;

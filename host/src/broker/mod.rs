@@ -70,7 +70,7 @@ pub trait Consumer: Send + 'static {
 }
 
 /// A message taken from a work queue, settled exactly once.
-pub trait Delivery: Send + 'static {
+pub trait Delivery: Send + Sync + 'static {
     /// The raw message body.
     fn body(&self) -> &[u8];
 

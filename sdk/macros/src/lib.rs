@@ -1,15 +1,94 @@
-//! The `Queues` and `Job` derives of `jobhost-sdk`.
+//! The `Queues` and `Job` derives of `jobhost-sdk`; use them through that crate.
+//!
+//! # Table of contents
+//! - [`macro@Queues`], [`macro@Job`]: the derives and their grammar.
+//! - `attrs`, `retry`, `queues_attrs`, `job_attrs`, `shape`: reading and checking the
+//!   attributes (syn only, unit-tested), every mistake collected by `errors`.
+//! - `queues`, `job`, `emit`: the expansions, which name only `::jobhost_sdk` paths.
+//! - `duration`: the SDK's own `sdk/src/duration.rs`, compiled in so that attributes and
+//!   the host's flags share one duration grammar.
+
+#![warn(missing_docs)]
+
+mod attrs;
+// The file's items are `pub` for the SDK's API; here they are private to this crate.
+#[allow(unreachable_pub)]
+#[path = "../../src/duration.rs"]
+mod duration;
+mod emit;
+mod errors;
+mod job;
+mod job_attrs;
+mod queues;
+mod queues_attrs;
+mod retry;
+mod shape;
 
 use proc_macro::TokenStream;
+use syn::{DeriveInput, parse_macro_input};
 
-/// Placeholder until the derive lands.
+/// Implements `jobhost_sdk::Queues` for an enum of unit variants, one per queue.
+///
+/// ```ignore
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+/// #[queues(prefix = "myapp")]                   // optional
+/// enum AppQueues {
+///     #[queue(retry(max_attempts = 3, backoff = "exponential", base = "1s", max = "2m"))]
+///     Images,                                   // broker name `myapp.images`
+///     #[queue(name = "mail", prefetch = 4, timeout = "30s")]
+///     Emails,                                   // broker name `mail`
+/// }
+/// ```
+///
+/// `#[queue(...)]` keys, all optional:
+/// - `name = "..."`: the broker name, used verbatim. Default: the variant in snake case
+///   (`HTTPCalls` -> `http_calls`), after `prefix.` when the enum has `#[queues(prefix)]`.
+/// - `prefetch = N`: 1..=65535, default 16.
+/// - `durable = bool`: default true.
+/// - `max_priority = N`: 0..=255, default 10; 0 means no priorities.
+/// - `message_ttl = "duration"`, `timeout = "duration"`: default none.
+/// - `retry(...)`: the queue's policy; without it, `RetryPolicy::default()` (one attempt).
+///
+/// `retry(...)` keys: `max_attempts` (at least 1, default 3), `backoff` (`"none"`,
+/// `"fixed"` or `"exponential"`, the default); for fixed, `delay` (required); for
+/// exponential, `base` (default `"1s"`, at most `max`), `factor` (finite, above 0, default
+/// 2.0), `max` (default `"5m"`) and `jitter` (default true). `retry()` takes every default.
+///
+/// Durations are string literals: an integer and an optional unit `ms`, `s`, `m`, `h` or
+/// `d` (`"500ms"`, `"2 m"`; a bare integer means seconds), never zero.
+///
+/// Every mistake (unknown or duplicate key, out-of-range number, bad duration, a key of
+/// another backoff kind, duplicate broker names, generics, variants with fields) is a
+/// compile error naming the key and the rule, and all are reported at once.
 #[proc_macro_derive(Queues, attributes(queues, queue))]
-pub fn derive_queues(_input: TokenStream) -> TokenStream {
-    TokenStream::new()
+pub fn derive_queues(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    queues::expand(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
 }
 
-/// Placeholder until the derive lands.
+/// Implements `jobhost_sdk::Job` for a struct, the job's payload.
+///
+/// ```ignore
+/// #[derive(Debug, Serialize, Deserialize, Job)]
+/// #[job(queue = AppQueues::Images, retry(max_attempts = 5))]
+/// struct ResizeImage { path: String }
+/// ```
+///
+/// `#[job(...)]` keys:
+/// - `queue = Type::Variant`: required; the job's queue, a variant of a
+///   `#[derive(Queues)]` enum.
+/// - `name = "..."`: the job type name carried in envelopes. Default:
+///   `concat!(module_path!(), "::", "TypeName")`, so renaming or moving the struct renames
+///   the job; set `name` when producers and consumers may disagree on paths.
+/// - `retry(...)`: the job's own policy, the grammar of [`macro@Queues`]. It replaces the
+///   queue's policy entirely (keys are not merged); without it the queue's policy applies.
+/// - `timeout = "duration"`: overrides the queue's timeout.
 #[proc_macro_derive(Job, attributes(job))]
-pub fn derive_job(_input: TokenStream) -> TokenStream {
-    TokenStream::new()
+pub fn derive_job(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    job::expand(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
 }

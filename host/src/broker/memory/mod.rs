@@ -49,6 +49,21 @@ impl MemoryBackend {
             .unwrap_or_default()
     }
 
+    /// How many messages are ready on `queue`, envelopes or not.
+    pub fn ready(&self, queue: &str) -> usize {
+        self.lock().queue(queue).map_or(0, |q| q.ready_len())
+    }
+
+    /// Publish a raw body onto `queue`, as a foreign or broken producer might.
+    pub fn publish_raw(&self, queue: &str, body: Vec<u8>) -> Result<(), BrokerError> {
+        let mut state = self.lock();
+        let q = state
+            .queue_mut(queue)
+            .ok_or_else(|| BrokerError::UnknownQueue(queue.to_owned()))?;
+        q.push(Message::new(body, 0));
+        Ok(())
+    }
+
     /// Envelopes acked on `queue`, in ack order. A retry acks the envelope it replaces,
     /// so this counts attempts, not jobs.
     pub fn acked(&self, queue: &str) -> Vec<Envelope> {

@@ -191,6 +191,10 @@ impl QueueState {
         self.waiting += 1;
     }
 
+    pub(super) fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+
     pub(super) fn pending(&self) -> Vec<Envelope> {
         let mut ready: Vec<&Message> = self.ready.iter().collect();
         ready.sort_by(|a, b| b.cmp(a));

@@ -1,0 +1,87 @@
+//! Enqueueing jobs from native Rust applications, type-checked against their queues.
+//!
+//! The job structs are the ones the plugin crate derives (`#[derive(Job)]`), shared as a
+//! library: `Producer<AppQueues, _>::enqueue` accepts only jobs whose `queue = ...` names a
+//! queue of `AppQueues`, so a job cannot be sent to a queue set that does not serve it.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use jobhost_sdk::{Job, Queues};
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use crate::broker::{Backend, BrokerError};
+use crate::envelope::Envelope;
+use crate::policy::Granularity;
+
+/// Why a job was not enqueued.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProduceError {
+    /// The job did not serialize to JSON.
+    #[error("job `{job_type}` does not serialize to JSON: {source}")]
+    Serialize {
+        /// The job type.
+        job_type: &'static str,
+        /// serde's message.
+        source: serde_json::Error,
+    },
+    /// The broker did not take the job.
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
+/// Publishes jobs of the queue set `Q` to a backend.
+#[derive(Debug, Clone)]
+pub struct Producer<Q, B> {
+    backend: B,
+    granularity: Granularity,
+    queues: PhantomData<fn() -> Q>,
+}
+
+impl<Q: Queues, B: Backend> Producer<Q, B> {
+    /// A producer for `Q` on `backend`; declares every queue of `Q` first.
+    pub async fn new(backend: B) -> Result<Self, BrokerError> {
+        for queue in Q::all() {
+            backend.declare(&queue.config()).await?;
+        }
+        Ok(Self { backend, granularity: Granularity::default(), queues: PhantomData })
+    }
+
+    /// Round delays to `granularity` instead of the default 1 s, like the host's
+    /// `--retry-granularity`, so producers and retries share hold queues.
+    pub fn with_granularity(self, granularity: Granularity) -> Self {
+        Self { granularity, ..self }
+    }
+
+    /// Publish `job` now. Returns its job id once the broker confirmed it.
+    pub async fn enqueue<J: Job<Queues = Q>>(&self, job: &J) -> Result<Uuid, ProduceError> {
+        self.publish(envelope(job)?, None).await
+    }
+
+    /// Publish `job` to be delivered after `delay`, behind whatever is queued then.
+    pub async fn enqueue_after<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, ProduceError> {
+        self.publish(envelope(job)?, Some(delay)).await
+    }
+
+    /// Publish `job` to be delivered after `delay` at its queue's top priority, ahead of
+    /// the backlog, as a handler's deferral would.
+    pub async fn defer<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, ProduceError> {
+        let mut envelope = envelope(job)?;
+        envelope.priority = J::QUEUE.config().max_priority;
+        self.publish(envelope, Some(delay)).await
+    }
+
+    async fn publish(&self, envelope: Envelope, delay: Option<Duration>) -> Result<Uuid, ProduceError> {
+        let delay = delay.map(|delay| self.granularity.round(delay));
+        self.backend.publish(&envelope, delay).await?;
+        Ok(envelope.job_id)
+    }
+}
+
+fn envelope<J: Job>(job: &J) -> Result<Envelope, ProduceError> {
+    let serialize = |source| ProduceError::Serialize { job_type: J::NAME, source };
+    let payload: Box<RawValue> = serde_json::value::to_raw_value(job).map_err(serialize)?;
+    Ok(Envelope::new(J::NAME, J::QUEUE.name(), payload))
+}

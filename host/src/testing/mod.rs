@@ -1,0 +1,127 @@
+//! A harness that runs plugins on the memory backend, for tests under tokio's paused clock.
+//!
+//! ```ignore
+//! let h = Harness::start(units, WorkerConfig::default()).await;
+//! h.enqueue("scripted.SendEmail", json!({"key": "flaky@example.com", "fail_times": 2})).await;
+//! h.run_until_idle().await;
+//! assert_eq!(h.log.attempts_of("flaky@example.com"), vec![1, 2, 3]);
+//! ```
+
+mod log;
+mod native;
+
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::{Backend, MemoryBackend};
+use crate::envelope::Envelope;
+use crate::worker::{Plugins, Unit, Worker, WorkerConfig};
+
+pub use log::{Call, InvocationLog};
+pub use native::native_unit;
+
+/// A worker on a [`MemoryBackend`] whose handlers are recorded in [`Harness::log`].
+#[derive(Debug)]
+pub struct Harness {
+    /// The broker, for inspecting queues.
+    pub backend: MemoryBackend,
+    /// Every handler run.
+    pub log: InvocationLog,
+    /// The registry the worker serves, for loading and removing units mid-test.
+    pub plugins: Plugins,
+    shutdown: CancellationToken,
+    worker: JoinHandle<()>,
+}
+
+impl Harness {
+    /// Load `units` (recorded) and start a worker on a fresh memory backend.
+    pub async fn start(units: impl IntoIterator<Item = Unit>, config: WorkerConfig) -> Self {
+        let backend = MemoryBackend::new();
+        let log = InvocationLog::default();
+        let plugins = Plugins::new();
+        for unit in units {
+            let unit = unit.map_handler(|handler| log.recording(handler));
+            plugins
+                .install(unit)
+                .unwrap_or_else(|err| panic!("harness units must load: {err}"));
+        }
+        for queue in plugins.current().queues() {
+            backend
+                .declare(queue)
+                .await
+                .expect("the memory backend declares any valid queue");
+        }
+        let shutdown = CancellationToken::new();
+        let worker = tokio::spawn(
+            Worker::new(backend.clone(), plugins.clone(), config).run(shutdown.clone()),
+        );
+        Self {
+            backend,
+            log,
+            plugins,
+            shutdown,
+            worker,
+        }
+    }
+
+    /// Load another unit while the worker runs, recorded like the others.
+    pub fn install(&self, unit: Unit) -> Result<(), crate::worker::RegistryError> {
+        self.plugins
+            .install(unit.map_handler(|handler| self.log.recording(handler)))
+    }
+
+    /// Enqueue a first attempt of `job_type` with `payload` on the queue its route names.
+    pub async fn enqueue(&self, job_type: &str, payload: serde_json::Value) -> Envelope {
+        let registry = self.plugins.current();
+        let route = registry
+            .route(job_type)
+            .unwrap_or_else(|| panic!("no loaded unit serves `{job_type}`"));
+        let payload =
+            RawValue::from_string(payload.to_string()).expect("a JSON value is valid JSON");
+        let envelope = Envelope::new(job_type, route.queue.name.clone(), payload);
+        self.backend
+            .publish(&envelope, None)
+            .await
+            .expect("the queue is declared");
+        envelope
+    }
+
+    /// Publish a raw body onto `queue`, as a foreign producer might.
+    pub fn publish_raw(&self, queue: &str, body: &[u8]) {
+        self.backend
+            .publish_raw(queue, body.to_vec())
+            .expect("the queue is declared");
+    }
+
+    /// Wait (on tokio's clock) until no queue has a message ready, held or unsettled.
+    ///
+    /// # Panics
+    /// If that does not happen within an hour of tokio time.
+    pub async fn run_until_idle(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3600);
+        while !self.is_idle() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the harness did not go idle within an hour"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.backend.queues().iter().all(|q| {
+            self.backend.ready(q) == 0
+                && self.backend.waiting(q) == 0
+                && self.backend.unacked(q) == 0
+        })
+    }
+
+    /// Stop the worker gracefully and wait for it.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        self.worker.await.expect("the worker task does not panic");
+    }
+}

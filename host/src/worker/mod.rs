@@ -1,0 +1,224 @@
+//! The worker: consume every queue the loaded plugins declare, run each delivery, settle it.
+//!
+//! # Contract
+//! - At most `concurrency` jobs run at once, across all queues; a permit is taken *before*
+//!   a message is pulled, so nothing waits unacked in the worker for a slot.
+//! - Each delivery is settled exactly once, as `deliver`'s module doc lays out; nothing
+//!   is acked before what replaces it (retry, deferral, dead letter, follow-ups) is
+//!   confirmed by the broker.
+//! - The set of consumed queues follows the [`Plugins`] registry: a newly loaded plugin's
+//!   queues are declared and consumed, a removed plugin's consumers stop (their messages
+//!   stay in the broker), and each delivery reads the registry current when it starts.
+//! - Shutdown stops pulling, lets the jobs already pulled finish and settle within the grace
+//!   period, and then gives up on the rest, which the broker redelivers.
+
+mod deliver;
+mod handler;
+mod registry;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobhost_sdk::QueueConfig;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::broker::{Backend, Consumer};
+use crate::policy::Granularity;
+
+pub use handler::{BoxFuture, Handler};
+pub use registry::{Plugins, Registry, RegistryError, Route, Unit};
+
+/// How the worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Jobs running at once across all queues (default 64).
+    pub concurrency: usize,
+    /// The step retry and deferral delays are rounded up to (default 1 s).
+    pub retry_granularity: Granularity,
+    /// An attempt's timeout when neither its job nor its queue sets one (default 5 min,
+    /// below RabbitMQ's 30-minute consumer timeout).
+    pub default_timeout: Duration,
+    /// How long shutdown waits for running jobs (default 30 s).
+    pub grace_period: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 64,
+            retry_granularity: Granularity::default(),
+            default_timeout: Duration::from_secs(300),
+            grace_period: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What every delivery task shares.
+#[derive(Debug)]
+struct Shared<B> {
+    backend: B,
+    plugins: Plugins,
+    config: WorkerConfig,
+}
+
+/// Consumes the queues of the loaded plugins until shut down.
+#[derive(Debug)]
+pub struct Worker<B> {
+    shared: Arc<Shared<B>>,
+}
+
+struct Subscription {
+    config: QueueConfig,
+    stop: CancellationToken,
+}
+
+impl<B: Backend + Clone> Worker<B> {
+    /// A worker for `backend` serving whatever `plugins` holds.
+    pub fn new(backend: B, plugins: Plugins, config: WorkerConfig) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                backend,
+                plugins,
+                config,
+            }),
+        }
+    }
+
+    /// Run until `shutdown` is cancelled, then drain within the grace period.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let permits = Arc::new(Semaphore::new(self.shared.config.concurrency.max(1)));
+        let jobs = TaskTracker::new();
+        let consumers = TaskTracker::new();
+        let abandon = CancellationToken::new();
+        let mut subscriptions: HashMap<String, Subscription> = HashMap::new();
+        let mut changes = self.shared.plugins.subscribe();
+        loop {
+            let registry = changes.borrow_and_update().clone();
+            let wanted: HashMap<&str, &QueueConfig> =
+                registry.queues().map(|q| (q.name.as_str(), q)).collect();
+            subscriptions.retain(|name, subscription| {
+                let keep = wanted
+                    .get(name.as_str())
+                    .is_some_and(|q| **q == subscription.config);
+                if !keep {
+                    info!(queue = %name, "stopping consumer");
+                    subscription.stop.cancel();
+                }
+                keep
+            });
+            for (name, config) in wanted {
+                if subscriptions.contains_key(name) {
+                    continue;
+                }
+                let stop = shutdown.child_token();
+                let consume = ConsumeLoop {
+                    shared: self.shared.clone(),
+                    queue: config.clone(),
+                    permits: permits.clone(),
+                    jobs: jobs.clone(),
+                    stop: stop.clone(),
+                    abandon: abandon.clone(),
+                };
+                consumers.spawn(consume.run());
+                subscriptions.insert(
+                    name.to_owned(),
+                    Subscription {
+                        config: config.clone(),
+                        stop,
+                    },
+                );
+            }
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { shutdown.cancelled().await; break },
+                () = shutdown.cancelled() => break,
+            }
+        }
+        consumers.close();
+        consumers.wait().await;
+        jobs.close();
+        let grace = self.shared.config.grace_period;
+        if tokio::time::timeout(grace, jobs.wait()).await.is_err() {
+            warn!(
+                running = jobs.len(),
+                ?grace,
+                "jobs still running after the grace period; the broker will redeliver them"
+            );
+            abandon.cancel();
+            jobs.wait().await;
+        }
+        info!("worker stopped");
+    }
+}
+
+/// The loop that pulls from one queue.
+struct ConsumeLoop<B> {
+    shared: Arc<Shared<B>>,
+    queue: QueueConfig,
+    permits: Arc<Semaphore>,
+    jobs: TaskTracker,
+    stop: CancellationToken,
+    abandon: CancellationToken,
+}
+
+impl<B: Backend> ConsumeLoop<B> {
+    async fn run(self) {
+        let Some(mut consumer) = self.subscribe().await else {
+            return;
+        };
+        info!(queue = %self.queue.name, prefetch = self.queue.prefetch, "consuming");
+        let queue: Arc<str> = self.queue.name.as_str().into();
+        loop {
+            let permit = tokio::select! {
+                biased;
+                () = self.stop.cancelled() => break,
+                permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
+            };
+            let delivery = tokio::select! {
+                biased;
+                () = self.stop.cancelled() => break,
+                delivery = consumer.next() => delivery,
+            };
+            let Some(delivery) = delivery else { break };
+            let shared = self.shared.clone();
+            let abandon = self.abandon.clone();
+            let queue = queue.clone();
+            self.jobs.spawn(async move {
+                // Abandoning drops the delivery unsettled, so the broker redelivers it.
+                tokio::select! {
+                    () = deliver::deliver(shared, queue, delivery) => {},
+                    () = abandon.cancelled() => {},
+                }
+                drop(permit);
+            });
+        }
+        consumer.close().await;
+    }
+
+    /// Declare the queue and start consuming, retrying while the broker refuses.
+    async fn subscribe(&self) -> Option<B::Consumer> {
+        let mut wait = Duration::from_millis(100);
+        loop {
+            let attempt = async {
+                self.shared.backend.declare(&self.queue).await?;
+                self.shared.backend.consume(&self.queue).await
+            };
+            match attempt.await {
+                Ok(consumer) => return Some(consumer),
+                Err(err) => {
+                    warn!(queue = %self.queue.name, error = %err, retry_in = ?wait, "cannot consume")
+                }
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => return None,
+                () = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(5)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

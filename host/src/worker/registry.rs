@@ -1,0 +1,331 @@
+//! Which handler serves each job type, as an immutable snapshot swapped on every change.
+//!
+//! Each delivery reads the snapshot current when it starts, so a job already running
+//! finishes on the version it started with while the next delivery sees the new one.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use jobhost_sdk::{QueueConfig, RetryPolicy};
+use tokio::sync::watch;
+
+use super::Handler;
+use crate::plugin::{JobSpec, Manifest};
+use crate::policy::effective_policy;
+
+/// One loaded handler set: a plugin version, or a native handler in tests and benchmarks.
+#[derive(Clone)]
+pub struct Unit {
+    key: String,
+    version: String,
+    manifest: Arc<Manifest>,
+    handler: Arc<dyn Handler>,
+}
+
+impl fmt::Debug for Unit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Unit")
+            .field("key", &self.key)
+            .field("name", &self.manifest.name)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Unit {
+    /// A unit identified by `key` (a plugin's file path): loading another unit with the same
+    /// key replaces this one.
+    pub fn new(
+        key: impl Into<String>,
+        version: impl Into<String>,
+        manifest: Manifest,
+        handler: Arc<dyn Handler>,
+    ) -> Self {
+        Self {
+            key: key.into(),
+            version: version.into(),
+            manifest: Arc::new(manifest),
+            handler,
+        }
+    }
+
+    /// What identifies the unit across reloads.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    /// The version (a content hash for plugins).
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The queues and jobs it serves.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The same unit with its handler wrapped, e.g. to record invocations in tests.
+    pub fn map_handler(self, wrap: impl FnOnce(Arc<dyn Handler>) -> Arc<dyn Handler>) -> Self {
+        Self {
+            handler: wrap(self.handler),
+            ..self
+        }
+    }
+
+    fn label(&self) -> String {
+        format!("`{}` ({})", self.manifest.name, self.key)
+    }
+}
+
+/// Everything needed to run one job type: its handler, its declaration and its queue.
+#[derive(Clone)]
+pub struct Route {
+    /// The handler of the unit that serves the job type.
+    pub handler: Arc<dyn Handler>,
+    /// The job type's declaration.
+    pub job: JobSpec,
+    /// The job's queue.
+    pub queue: QueueConfig,
+    /// The serving plugin's name and version, for logs.
+    pub plugin: Arc<str>,
+}
+
+impl fmt::Debug for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Route")
+            .field("job", &self.job)
+            .field("queue", &self.queue.name)
+            .field("plugin", &self.plugin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Route {
+    /// The policy that decides this job's failures now.
+    pub fn policy(&self) -> &RetryPolicy {
+        effective_policy(&self.job, &self.queue)
+    }
+}
+
+/// Why a unit was refused; the registry is left as it was.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// Two units claim one job type.
+    #[error("plugin {new} claims job type `{job}`, already served by plugin {existing}")]
+    JobClaimed {
+        /// The job type.
+        job: String,
+        /// The unit being loaded.
+        new: String,
+        /// The unit that serves it.
+        existing: String,
+    },
+    /// Two units declare one queue with different settings.
+    #[error("plugin {new} declares queue `{queue}` differently from plugin {existing}")]
+    QueueMismatch {
+        /// The queue.
+        queue: String,
+        /// The unit being loaded.
+        new: String,
+        /// The unit whose declaration stands.
+        existing: String,
+    },
+    /// A job names a queue its unit does not declare.
+    #[error("plugin {unit}: job `{job}` names queue `{queue}`, which the plugin does not declare")]
+    UndeclaredQueue {
+        /// The unit.
+        unit: String,
+        /// The job type.
+        job: String,
+        /// The queue it names.
+        queue: String,
+    },
+}
+
+/// An immutable view of what is loaded.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    units: BTreeMap<String, Unit>,
+    routes: HashMap<String, Arc<Route>>,
+    queues: BTreeMap<String, QueueConfig>,
+}
+
+impl Registry {
+    /// The route of `job_type`, if a loaded unit serves it.
+    pub fn route(&self, job_type: &str) -> Option<&Arc<Route>> {
+        self.routes.get(job_type)
+    }
+
+    /// Every queue some loaded unit declares.
+    pub fn queues(&self) -> impl Iterator<Item = &QueueConfig> {
+        self.queues.values()
+    }
+
+    /// The loaded units, by key.
+    pub fn units(&self) -> impl Iterator<Item = &Unit> {
+        self.units.values()
+    }
+
+    /// This registry with `unit` added, replacing any unit with the same key.
+    pub fn with(&self, unit: Unit) -> Result<Self, RegistryError> {
+        let mut units = self.units.clone();
+        units.remove(unit.key());
+        check_claims(&units, &unit)?;
+        units.insert(unit.key().to_owned(), unit);
+        Ok(Self::build(units))
+    }
+
+    /// This registry without the unit loaded under `key`.
+    pub fn without(&self, key: &str) -> Self {
+        let mut units = self.units.clone();
+        units.remove(key);
+        Self::build(units)
+    }
+
+    fn build(units: BTreeMap<String, Unit>) -> Self {
+        let mut routes = HashMap::new();
+        let mut queues = BTreeMap::new();
+        for unit in units.values() {
+            let declared: HashMap<&str, &QueueConfig> = unit
+                .manifest
+                .queues
+                .iter()
+                .map(|q| (q.name.as_str(), q))
+                .collect();
+            for queue in &unit.manifest.queues {
+                queues
+                    .entry(queue.name.clone())
+                    .or_insert_with(|| queue.clone());
+            }
+            let plugin: Arc<str> = format!("{}@{}", unit.name(), unit.version).into();
+            for job in &unit.manifest.jobs {
+                let queue = declared[job.queue.as_str()].clone();
+                let route = Route {
+                    handler: unit.handler.clone(),
+                    job: job.clone(),
+                    queue,
+                    plugin: plugin.clone(),
+                };
+                routes.insert(job.name.clone(), Arc::new(route));
+            }
+        }
+        Self {
+            units,
+            routes,
+            queues,
+        }
+    }
+}
+
+fn check_claims(others: &BTreeMap<String, Unit>, unit: &Unit) -> Result<(), RegistryError> {
+    let declared: BTreeSet<&str> = unit
+        .manifest
+        .queues
+        .iter()
+        .map(|q| q.name.as_str())
+        .collect();
+    for job in &unit.manifest.jobs {
+        if !declared.contains(job.queue.as_str()) {
+            return Err(RegistryError::UndeclaredQueue {
+                unit: unit.label(),
+                job: job.name.clone(),
+                queue: job.queue.clone(),
+            });
+        }
+    }
+    for other in others.values() {
+        if let Some(job) = other
+            .manifest
+            .jobs
+            .iter()
+            .find(|j| unit.manifest.jobs.iter().any(|n| n.name == j.name))
+        {
+            return Err(RegistryError::JobClaimed {
+                job: job.name.clone(),
+                new: unit.label(),
+                existing: other.label(),
+            });
+        }
+        for queue in &unit.manifest.queues {
+            if other
+                .manifest
+                .queues
+                .iter()
+                .any(|q| q.name == queue.name && q != queue)
+            {
+                return Err(RegistryError::QueueMismatch {
+                    queue: queue.name.clone(),
+                    new: unit.label(),
+                    existing: other.label(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The live registry: loads and removals swap the snapshot the worker reads.
+#[derive(Debug, Clone)]
+pub struct Plugins {
+    current: Arc<watch::Sender<Arc<Registry>>>,
+}
+
+impl Default for Plugins {
+    fn default() -> Self {
+        Self {
+            current: Arc::new(watch::Sender::new(Arc::new(Registry::default()))),
+        }
+    }
+}
+
+impl Plugins {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The snapshot in force now.
+    pub fn current(&self) -> Arc<Registry> {
+        self.current.borrow().clone()
+    }
+
+    /// Load `unit`, replacing the unit with the same key; refused on a conflict, in which
+    /// case what was loaded keeps serving.
+    pub fn install(&self, unit: Unit) -> Result<(), RegistryError> {
+        let mut outcome = Ok(());
+        self.current
+            .send_if_modified(|registry| match registry.with(unit) {
+                Ok(next) => {
+                    *registry = Arc::new(next);
+                    true
+                }
+                Err(conflict) => {
+                    outcome = Err(conflict);
+                    false
+                }
+            });
+        outcome
+    }
+
+    /// Unload the unit loaded under `key`, if any; returns whether one was.
+    pub fn remove(&self, key: &str) -> bool {
+        self.current.send_if_modified(|registry| {
+            let loaded = registry.units.contains_key(key);
+            if loaded {
+                *registry = Arc::new(registry.without(key));
+            }
+            loaded
+        })
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<Registry>> {
+        self.current.subscribe()
+    }
+}

@@ -1,0 +1,253 @@
+//! Worker mechanics with native handlers; the chapter's behaviour with real plugins is
+//! tested end to end in the `tests` crate.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
+use serde_json::json;
+
+use crate::broker::Backend;
+use crate::plugin::{Invocation, JobSpec, Manifest, Outcome};
+use crate::testing::{Harness, native_unit};
+use crate::worker::{BoxFuture, Handler, RegistryError, Unit, WorkerConfig};
+
+fn manifest(name: &str, queue: QueueConfig, jobs: &[&str]) -> Manifest {
+    let jobs = jobs
+        .iter()
+        .map(|job| JobSpec {
+            name: (*job).into(),
+            queue: queue.name.clone(),
+            retry: None,
+            timeout: None,
+        })
+        .collect();
+    Manifest {
+        name: name.into(),
+        queues: vec![queue],
+        jobs,
+    }
+}
+
+fn retrying_queue(name: &str) -> QueueConfig {
+    let mut queue = QueueConfig::new(name);
+    queue.retry = RetryPolicy::fixed(3, Duration::from_secs(2));
+    queue
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_is_not_an_envelope_is_dead_lettered_raw_and_the_worker_keeps_serving() {
+    let unit = native_unit("n", manifest("n", QueueConfig::new("q"), &["ok"]), |_| {
+        Outcome::Completed { follow_ups: vec![] }
+    });
+    let h = Harness::start([unit], WorkerConfig::default()).await;
+    h.publish_raw("q", b"{not an envelope");
+    h.enqueue("ok", json!({"key": "after"})).await;
+    h.run_until_idle().await;
+    let dead = h.backend.dead_letters("q");
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (
+            dead[0].body.as_slice(),
+            dead[0].reason.as_str(),
+            dead[0].attempts
+        ),
+        (&b"{not an envelope"[..], "malformed envelope", 0)
+    );
+    assert_eq!(
+        h.log.attempts_of("after"),
+        vec![1],
+        "the next job still runs"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_type_nobody_serves_is_dead_lettered_with_its_name() {
+    let unit = native_unit(
+        "n",
+        manifest("n", QueueConfig::new("q"), &["known"]),
+        |_| Outcome::Completed { follow_ups: vec![] },
+    );
+    let h = Harness::start([unit], WorkerConfig::default()).await;
+    let mut envelope = h.enqueue("known", json!({})).await;
+    envelope.job_type = "unknown.Job".into();
+    h.backend.publish(&envelope, None).await.expect("publish");
+    h.run_until_idle().await;
+    let reasons: Vec<String> = h
+        .backend
+        .dead_letters("q")
+        .into_iter()
+        .map(|d| d.reason)
+        .collect();
+    assert_eq!(reasons, ["no handler for job type `unknown.Job`"]);
+    h.shutdown().await;
+}
+
+/// Takes a second of tokio time per job and remembers how many ran at once.
+#[derive(Default)]
+struct Slow {
+    running: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl Handler for Slow {
+    fn invoke<'a>(&'a self, _job: Invocation<'a>) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            Outcome::Completed { follow_ups: vec![] }
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_more_jobs_run_at_once_than_the_concurrency_limit() {
+    let slow = Arc::new(Slow::default());
+    let unit = Unit::new(
+        "n",
+        "1",
+        manifest("n", QueueConfig::new("q"), &["slow"]),
+        slow.clone(),
+    );
+    let config = WorkerConfig {
+        concurrency: 3,
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start([unit], config).await;
+    for i in 0..30 {
+        h.enqueue("slow", json!({ "i": i })).await;
+    }
+    h.run_until_idle().await;
+    assert_eq!(h.backend.acked("q").len(), 30);
+    assert_eq!(
+        slow.peak.load(Ordering::SeqCst),
+        3,
+        "the limit is reached and never exceeded"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_for_a_running_job_and_settles_it() {
+    let slow = Arc::new(Slow::default());
+    let unit = Unit::new(
+        "n",
+        "1",
+        manifest("n", QueueConfig::new("q"), &["slow"]),
+        slow.clone(),
+    );
+    let config = WorkerConfig {
+        concurrency: 1,
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start([unit], config).await;
+    h.enqueue("slow", json!({})).await;
+    h.enqueue("slow", json!({})).await;
+    while slow.running.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let backend = h.backend.clone();
+    h.shutdown().await;
+    assert_eq!(
+        backend.acked("q").len(),
+        1,
+        "the running job finished and was acked"
+    );
+    assert_eq!(
+        (backend.ready("q"), backend.unacked("q")),
+        (1, 0),
+        "the other was never pulled"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_still_running_after_the_grace_period_is_redelivered_not_lost() {
+    let slow = Arc::new(Slow::default());
+    let unit = Unit::new(
+        "n",
+        "1",
+        manifest("n", QueueConfig::new("q"), &["slow"]),
+        slow.clone(),
+    );
+    let config = WorkerConfig {
+        concurrency: 1,
+        grace_period: Duration::from_millis(100),
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start([unit], config).await;
+    h.enqueue("slow", json!({})).await;
+    while slow.running.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let backend = h.backend.clone();
+    h.shutdown().await;
+    assert!(backend.acked("q").is_empty());
+    assert_eq!(
+        (backend.ready("q"), backend.unacked("q")),
+        (1, 0),
+        "back on the queue for redelivery"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_goes_through_a_hold_queue_and_keeps_the_job_id() {
+    let unit = native_unit("n", manifest("n", retrying_queue("q"), &["flaky"]), |job| {
+        if job.attempt < 3 {
+            Outcome::Failed(JobError::retryable("service is down"))
+        } else {
+            Outcome::Completed { follow_ups: vec![] }
+        }
+    });
+    let h = Harness::start([unit], WorkerConfig::default()).await;
+    let first = h.enqueue("flaky", json!({"key": "k"})).await;
+    h.run_until_idle().await;
+    assert_eq!(h.log.attempts_of("k"), vec![1, 2, 3]);
+    assert_eq!(h.log.waits_of("k"), vec![Duration::from_secs(2); 2]);
+    let acked = h.backend.acked("q");
+    assert!(
+        acked.iter().all(|e| e.job_id == first.job_id),
+        "same job id throughout"
+    );
+    assert_eq!(
+        h.backend.hold_queues_created("q"),
+        1,
+        "one distinct delay, one hold queue"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conflicting_unit_is_refused_and_names_both_plugins() {
+    let ok = |_: &crate::plugin::Invocation<'_>| Outcome::Completed { follow_ups: vec![] };
+    let h = Harness::start(
+        [native_unit(
+            "a.wasm",
+            manifest("a", QueueConfig::new("q"), &["job"]),
+            ok,
+        )],
+        WorkerConfig::default(),
+    )
+    .await;
+    let err = h
+        .install(native_unit(
+            "b.wasm",
+            manifest("b", QueueConfig::new("q2"), &["job"]),
+            ok,
+        ))
+        .expect_err("claimed");
+    assert_eq!(
+        err.to_string(),
+        "plugin `b` (b.wasm) claims job type `job`, already served by plugin `a` (a.wasm)"
+    );
+    let mut other = QueueConfig::new("q");
+    other.prefetch = 1;
+    let err = h
+        .install(native_unit("c.wasm", manifest("c", other, &["other"]), ok))
+        .expect_err("mismatch");
+    assert!(matches!(err, RegistryError::QueueMismatch { .. }), "{err}");
+    h.shutdown().await;
+}

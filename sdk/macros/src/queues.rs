@@ -1,0 +1,61 @@
+//! The expansion of `#[derive(Queues)]`.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::DeriveInput;
+
+use crate::emit;
+use crate::queues_attrs::{self, QueueSpec};
+
+/// `impl jobhost_sdk::Queues` for a checked enum, or every error found in it.
+pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
+    let set = queues_attrs::parse(input)?;
+    let ident = &set.ident;
+    let variants: Vec<_> = set.queues.iter().map(|queue| &queue.variant).collect();
+    let names = set.queues.iter().map(|queue| &queue.name);
+    let configs = set.queues.iter().map(config);
+    Ok(quote! {
+        #[automatically_derived]
+        impl ::jobhost_sdk::Queues for #ident {
+            fn all() -> &'static [Self] {
+                &[#(Self::#variants),*]
+            }
+
+            fn name(&self) -> &'static str {
+                match self {
+                    #(Self::#variants => #names,)*
+                }
+            }
+
+            fn config(&self) -> ::jobhost_sdk::QueueConfig {
+                match self {
+                    #(Self::#variants => #configs,)*
+                }
+            }
+        }
+    })
+}
+
+fn config(queue: &QueueSpec) -> TokenStream {
+    let QueueSpec {
+        prefetch,
+        durable,
+        max_priority,
+        ..
+    } = queue;
+    let message_ttl = emit::optional_duration(queue.message_ttl);
+    let timeout = emit::optional_duration(queue.timeout);
+    let retry = match &queue.retry {
+        Some(retry) => emit::retry_policy(retry),
+        None => quote!(<::jobhost_sdk::RetryPolicy as ::core::default::Default>::default()),
+    };
+    quote!(::jobhost_sdk::QueueConfig {
+        name: ::std::string::String::from(::jobhost_sdk::Queues::name(self)),
+        prefetch: #prefetch,
+        durable: #durable,
+        max_priority: #max_priority,
+        message_ttl: #message_ttl,
+        retry: #retry,
+        timeout: #timeout,
+    })
+}

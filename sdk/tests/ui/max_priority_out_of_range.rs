@@ -1,0 +1,9 @@
+use jobhost_sdk::Queues;
+
+#[derive(Queues)]
+enum AppQueues {
+    #[queue(max_priority = 256)]
+    Images,
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use jobhost_sdk::Queues;
+
+#[derive(Queues)]
+enum AppQueues {}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use jobhost_sdk::Queues;
+
+#[derive(Queues)]
+struct AppQueues {
+    images: u32,
+}
+
+fn main() {}

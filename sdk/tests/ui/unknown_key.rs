@@ -1,0 +1,9 @@
+use jobhost_sdk::Queues;
+
+#[derive(Queues)]
+enum AppQueues {
+    #[queue(prefech = 4)]
+    Images,
+}
+
+fn main() {}

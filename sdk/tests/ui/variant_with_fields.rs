@@ -1,0 +1,9 @@
+use jobhost_sdk::Queues;
+
+#[derive(Queues)]
+enum AppQueues {
+    Images(u32),
+    Emails { to: String },
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use jobhost_sdk::Queues;
+
+#[derive(Queues)]
+enum AppQueues {
+    #[queue(message_ttl = "0s")]
+    Images,
+}
+
+fn main() {}
