@@ -135,14 +135,23 @@ async fn a_memory_bomb_hits_the_memory_cap() {
     );
 }
 
+/// Which trap ends it depends on the guest's frames: Rust keeps address-taken locals on a
+/// shadow stack in linear memory, which may run out before wasm's own call stack does.
 #[tokio::test]
-async fn unbounded_recursion_crashes_with_the_stack_overflow_trap() {
+async fn unbounded_recursion_crashes_with_a_stack_trap() {
     let plugin = load("recursion").await;
     let outcome = plugin.invoke(invocation("recursion.Recurse", b"{}")).await;
     let Outcome::Crashed(message) = outcome else {
         panic!("unbounded recursion crashes, got {outcome:?}");
     };
-    assert_eq!(message, "wasm trap: call stack exhausted");
+    assert!(
+        [
+            "wasm trap: call stack exhausted",
+            "wasm trap: out of bounds memory access"
+        ]
+        .contains(&message.as_str()),
+        "the trap's own message: {message}"
+    );
 }
 
 #[tokio::test]
