@@ -46,13 +46,20 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         for queue in Q::all() {
             backend.declare(&queue.config()).await?;
         }
-        Ok(Self { backend, granularity: Granularity::default(), queues: PhantomData })
+        Ok(Self {
+            backend,
+            granularity: Granularity::default(),
+            queues: PhantomData,
+        })
     }
 
     /// Round delays to `granularity` instead of the default 1 s, like the host's
     /// `--retry-granularity`, so producers and retries share hold queues.
     pub fn with_granularity(self, granularity: Granularity) -> Self {
-        Self { granularity, ..self }
+        Self {
+            granularity,
+            ..self
+        }
     }
 
     /// Publish `job` now. Returns its job id once the broker confirmed it.
@@ -61,19 +68,31 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     }
 
     /// Publish `job` to be delivered after `delay`, behind whatever is queued then.
-    pub async fn enqueue_after<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, ProduceError> {
+    pub async fn enqueue_after<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        delay: Duration,
+    ) -> Result<Uuid, ProduceError> {
         self.publish(envelope(job)?, Some(delay)).await
     }
 
     /// Publish `job` to be delivered after `delay` at its queue's top priority, ahead of
     /// the backlog, as a handler's deferral would.
-    pub async fn defer<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, ProduceError> {
+    pub async fn defer<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        delay: Duration,
+    ) -> Result<Uuid, ProduceError> {
         let mut envelope = envelope(job)?;
         envelope.priority = J::QUEUE.config().max_priority;
         self.publish(envelope, Some(delay)).await
     }
 
-    async fn publish(&self, envelope: Envelope, delay: Option<Duration>) -> Result<Uuid, ProduceError> {
+    async fn publish(
+        &self,
+        envelope: Envelope,
+        delay: Option<Duration>,
+    ) -> Result<Uuid, ProduceError> {
         let delay = delay.map(|delay| self.granularity.round(delay));
         self.backend.publish(&envelope, delay).await?;
         Ok(envelope.job_id)
@@ -81,7 +100,10 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
 }
 
 fn envelope<J: Job>(job: &J) -> Result<Envelope, ProduceError> {
-    let serialize = |source| ProduceError::Serialize { job_type: J::NAME, source };
+    let serialize = |source| ProduceError::Serialize {
+        job_type: J::NAME,
+        source,
+    };
     let payload: Box<RawValue> = serde_json::value::to_raw_value(job).map_err(serialize)?;
     Ok(Envelope::new(J::NAME, J::QUEUE.name(), payload))
 }

@@ -5,8 +5,8 @@
 //!   shared by guests and the host.
 //! - [`JobError`]: how a handler says a job did not complete.
 //! - [`Queues`], [`Job`], [`QueueConfig`] and their derives: a plugin's queues and jobs.
-//! - [`plugin!`], [`JobContext`]: export a crate as a plugin; what a handler may ask of
-//!   the host (logs, follow-up jobs).
+//! - [`plugin!`], [`JobContext`], [`Level`], [`EnqueueError`]: export a crate as a plugin;
+//!   what a handler may ask of the host (structured logs, typed follow-up jobs).
 //! - [`parse_duration`], [`DurationError`]: the duration grammar of attributes and flags.
 
 #![warn(missing_docs)]

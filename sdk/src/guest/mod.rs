@@ -11,6 +11,8 @@ mod dispatch;
 mod manifest;
 mod panic;
 mod plugin_macro;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 

@@ -2,7 +2,38 @@
 
 /// Exports this crate as a jobhost plugin: its queue set and its jobs with their handlers.
 ///
-/// ```ignore
+/// ```
+/// use jobhost_sdk::{Job, JobContext, JobError, Queues};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+/// #[queues(prefix = "myapp")]
+/// enum AppQueues {
+///     #[queue(retry(max_attempts = 3, backoff = "exponential", base = "1s", max = "2m"))]
+///     Images,
+///     Emails,
+/// }
+///
+/// #[derive(Debug, Serialize, Deserialize, Job)]
+/// #[job(queue = AppQueues::Images, retry(max_attempts = 5))]
+/// struct ResizeImage { path: String }
+///
+/// #[derive(Debug, Serialize, Deserialize, Job)]
+/// #[job(queue = AppQueues::Emails)]
+/// struct SendEmail { to: String }
+///
+/// fn resize(job: ResizeImage, ctx: &JobContext) -> Result<(), JobError> {
+///     ctx.info(&format!("resizing {}", job.path));
+///     Ok(())
+/// }
+///
+/// fn send_email(job: SendEmail, _ctx: &JobContext) -> Result<(), JobError> {
+///     if !job.to.contains('@') {
+///         return Err(JobError::fatal(format!("invalid address `{}`", job.to)));
+///     }
+///     Ok(())
+/// }
+///
 /// jobhost_sdk::plugin!(queues = AppQueues, jobs = {
 ///     ResizeImage => resize,
 ///     SendEmail => send_email,

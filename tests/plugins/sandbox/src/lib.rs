@@ -7,30 +7,19 @@
 //! - `sandbox.OpenSocket` connects over TCP (`{"addr": ..}`, default `127.0.0.1:5672`).
 
 use std::net::TcpStream;
-use std::time::Duration;
 
-use jobhost_sdk::{Job, JobContext, JobError, QueueConfig, Queues, RetryPolicy};
+use jobhost_sdk::{Job, JobContext, JobError, Queues};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+#[queues(prefix = "test")]
 enum SandboxQueues {
     Sandbox,
 }
 
-impl Queues for SandboxQueues {
-    fn all() -> &'static [Self] {
-        &[Self::Sandbox]
-    }
-    fn name(&self) -> &'static str {
-        "test.sandbox"
-    }
-    fn config(&self) -> QueueConfig {
-        QueueConfig::new(self.name())
-    }
-}
-
 /// Reads the file at `path`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "sandbox.ReadFile", queue = SandboxQueues::Sandbox)]
 struct ReadFile {
     #[serde(default = "ReadFile::default_path")]
     path: String,
@@ -43,7 +32,8 @@ impl ReadFile {
 }
 
 /// Reads the environment variable `name`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "sandbox.ReadEnv", queue = SandboxQueues::Sandbox)]
 struct ReadEnv {
     #[serde(default = "ReadEnv::default_name")]
     name: String,
@@ -56,7 +46,8 @@ impl ReadEnv {
 }
 
 /// Opens a TCP connection to `addr`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "sandbox.OpenSocket", queue = SandboxQueues::Sandbox)]
 struct OpenSocket {
     #[serde(default = "OpenSocket::default_addr")]
     addr: String,
@@ -67,26 +58,6 @@ impl OpenSocket {
         "127.0.0.1:5672".to_owned()
     }
 }
-
-macro_rules! sandbox_job {
-    ($job:ty, $name:literal) => {
-        impl Job for $job {
-            const NAME: &'static str = $name;
-            type Queues = SandboxQueues;
-            const QUEUE: SandboxQueues = SandboxQueues::Sandbox;
-            fn retry_policy() -> Option<RetryPolicy> {
-                None
-            }
-            fn timeout() -> Option<Duration> {
-                None
-            }
-        }
-    };
-}
-
-sandbox_job!(ReadFile, "sandbox.ReadFile");
-sandbox_job!(ReadEnv, "sandbox.ReadEnv");
-sandbox_job!(OpenSocket, "sandbox.OpenSocket");
 
 fn read_file(job: ReadFile, ctx: &JobContext) -> Result<(), JobError> {
     let contents = std::fs::read(&job.path)

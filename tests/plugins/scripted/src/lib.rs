@@ -13,80 +13,52 @@
 
 use std::time::Duration;
 
-use jobhost_sdk::{Backoff, Job, JobContext, JobError, QueueConfig, Queues, RetryPolicy};
+use jobhost_sdk::{Job, JobContext, JobError, Level, Queues};
 use serde::{Deserialize, Serialize};
 
 /// The queues, one per retry shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TestQueues {
-    /// `test.emails`: 3 attempts, exponential 1s..2m, no jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+#[queues(prefix = "test")]
+enum TestQueues {
+    #[queue(retry(
+        max_attempts = 3,
+        backoff = "exponential",
+        base = "1s",
+        max = "2m",
+        jitter = false
+    ))]
     Emails,
-    /// `test.bare`: no policy.
     Bare,
-    /// `test.jittered`: 5 attempts, default exponential (with jitter).
+    #[queue(retry(max_attempts = 5))]
     Jittered,
-    /// `test.urgent`: max priority 5, 3 attempts, fixed 2s.
+    #[queue(
+        max_priority = 5,
+        retry(max_attempts = 3, backoff = "fixed", delay = "2s")
+    )]
     Urgent,
-}
-
-impl Queues for TestQueues {
-    fn all() -> &'static [Self] {
-        &[Self::Emails, Self::Bare, Self::Jittered, Self::Urgent]
-    }
-    fn name(&self) -> &'static str {
-        match self {
-            Self::Emails => "test.emails",
-            Self::Bare => "test.bare",
-            Self::Jittered => "test.jittered",
-            Self::Urgent => "test.urgent",
-        }
-    }
-    fn config(&self) -> QueueConfig {
-        let mut config = QueueConfig::new(self.name());
-        match self {
-            Self::Emails => {
-                config.retry = RetryPolicy::new(
-                    3,
-                    Backoff::Exponential {
-                        base: Duration::from_secs(1),
-                        factor: 2.0,
-                        max: Duration::from_secs(120),
-                        jitter: false,
-                    },
-                );
-            }
-            Self::Bare => {}
-            Self::Jittered => config.retry = RetryPolicy::exponential(5),
-            Self::Urgent => {
-                config.max_priority = 5;
-                config.retry = RetryPolicy::fixed(3, Duration::from_secs(2));
-            }
-        }
-        config
-    }
 }
 
 /// What a scripted handler does, in this order: defer while `ctx.deferrals < defer_times`,
 /// then fail with `failure` while `ctx.attempt <= fail_times`, then succeed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Script {
+struct Script {
     /// Names the job in logs, so tests can find its calls.
-    pub key: String,
+    key: String,
     /// How many attempts fail.
     #[serde(default)]
-    pub fail_times: u32,
+    fail_times: u32,
     /// How those attempts fail.
     #[serde(default)]
-    pub failure: Failure,
+    failure: Failure,
     /// The failure's message (the panic message for [`Failure::Panic`]).
     #[serde(default = "Script::default_message")]
-    pub message: String,
+    message: String,
     /// How many deliveries defer before any attempt runs.
     #[serde(default)]
-    pub defer_times: u32,
+    defer_times: u32,
     /// The delay of each deferral, in milliseconds.
     #[serde(default = "Script::default_defer_ms")]
-    pub defer_ms: u64,
+    defer_ms: u64,
 }
 
 impl Script {
@@ -102,7 +74,7 @@ impl Script {
 /// How a scripted attempt fails.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Failure {
+enum Failure {
     /// [`JobError::Retryable`].
     #[default]
     Retryable,
@@ -112,24 +84,56 @@ pub enum Failure {
     Panic,
 }
 
-macro_rules! scripted_jobs {
-    ($($job:ident: $name:literal on $queue:ident, retry $retry:expr;)+) => {$(
-        #[doc = concat!("`", $name, "`: runs its script.")]
-        #[derive(Debug, Serialize, Deserialize)]
-        pub struct $job(pub Script);
+/// `scripted.SendEmail`: the queue's policy.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "scripted.SendEmail", queue = TestQueues::Emails)]
+struct SendEmail(Script);
 
-        impl Job for $job {
-            const NAME: &'static str = $name;
-            type Queues = TestQueues;
-            const QUEUE: TestQueues = TestQueues::$queue;
-            fn retry_policy() -> Option<RetryPolicy> {
-                $retry
-            }
-            fn timeout() -> Option<Duration> {
-                None
-            }
-        }
+/// `scripted.PatientEmail`: more attempts than its queue, with a fixed wait.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    name = "scripted.PatientEmail",
+    queue = TestQueues::Emails,
+    retry(max_attempts = 5, backoff = "fixed", delay = "3s")
+)]
+struct PatientEmail(Script);
 
+/// `scripted.HastyEmail`: fewer attempts than its queue, without waits.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    name = "scripted.HastyEmail",
+    queue = TestQueues::Emails,
+    retry(max_attempts = 2, backoff = "none")
+)]
+struct HastyEmail(Script);
+
+/// `scripted.BareJob`: no policy anywhere, so one attempt.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "scripted.BareJob", queue = TestQueues::Bare)]
+struct BareJob(Script);
+
+/// `scripted.BareJobWithRetry`: a policy of its own on a queue without one.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    name = "scripted.BareJobWithRetry",
+    queue = TestQueues::Bare,
+    retry(max_attempts = 3, backoff = "fixed", delay = "5s")
+)]
+struct BareJobWithRetry(Script);
+
+/// `scripted.JitteredJob`: the queue's default exponential policy, jitter included.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "scripted.JitteredJob", queue = TestQueues::Jittered)]
+struct JitteredJob(Script);
+
+/// `scripted.UrgentJob`: on a queue with priorities.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "scripted.UrgentJob", queue = TestQueues::Urgent)]
+struct UrgentJob(Script);
+
+/// Every job above is its [`Script`].
+macro_rules! scripts {
+    ($($job:ident),+) => {$(
         impl From<$job> for Script {
             fn from(job: $job) -> Self {
                 job.0
@@ -138,17 +142,15 @@ macro_rules! scripted_jobs {
     )+};
 }
 
-scripted_jobs! {
-    SendEmail: "scripted.SendEmail" on Emails, retry None;
-    PatientEmail: "scripted.PatientEmail" on Emails,
-        retry Some(RetryPolicy::fixed(5, Duration::from_secs(3)));
-    HastyEmail: "scripted.HastyEmail" on Emails, retry Some(RetryPolicy::new(2, Backoff::None));
-    BareJob: "scripted.BareJob" on Bare, retry None;
-    BareJobWithRetry: "scripted.BareJobWithRetry" on Bare,
-        retry Some(RetryPolicy::fixed(3, Duration::from_secs(5)));
-    JitteredJob: "scripted.JitteredJob" on Jittered, retry None;
-    UrgentJob: "scripted.UrgentJob" on Urgent, retry None;
-}
+scripts!(
+    SendEmail,
+    PatientEmail,
+    HastyEmail,
+    BareJob,
+    BareJobWithRetry,
+    JitteredJob,
+    UrgentJob
+);
 
 /// Runs the job's script.
 fn run<J: Into<Script>>(job: J, ctx: &JobContext) -> Result<(), JobError> {
@@ -156,7 +158,7 @@ fn run<J: Into<Script>>(job: J, ctx: &JobContext) -> Result<(), JobError> {
     let attempt = ctx.attempt().to_string();
     let deferrals = ctx.deferrals().to_string();
     ctx.log(
-        jobhost_sdk::Level::Info,
+        Level::Info,
         "scripted call",
         &[
             ("key", &script.key),

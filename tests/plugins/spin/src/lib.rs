@@ -1,43 +1,19 @@
 //! Test plugin: `spin.Spin` on queue `test.spin` loops forever without yielding, so tests
 //! can assert that the host's timeout (epoch interruption) stops it and the worker lives on.
 
-use std::time::Duration;
-
-use jobhost_sdk::{Job, JobContext, JobError, QueueConfig, Queues, RetryPolicy};
+use jobhost_sdk::{Job, JobContext, JobError, Queues};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+#[queues(prefix = "test")]
 enum SpinQueues {
     Spin,
 }
 
-impl Queues for SpinQueues {
-    fn all() -> &'static [Self] {
-        &[Self::Spin]
-    }
-    fn name(&self) -> &'static str {
-        "test.spin"
-    }
-    fn config(&self) -> QueueConfig {
-        QueueConfig::new(self.name())
-    }
-}
-
 /// Never returns.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "spin.Spin", queue = SpinQueues::Spin)]
 struct Spin {}
-
-impl Job for Spin {
-    const NAME: &'static str = "spin.Spin";
-    type Queues = SpinQueues;
-    const QUEUE: SpinQueues = SpinQueues::Spin;
-    fn retry_policy() -> Option<RetryPolicy> {
-        None
-    }
-    fn timeout() -> Option<Duration> {
-        None
-    }
-}
 
 fn spin(_job: Spin, ctx: &JobContext) -> Result<(), JobError> {
     ctx.info("spinning forever");

@@ -1,0 +1,96 @@
+//! The typed producer on the memory backend: what it publishes, and what it refuses to
+//! compile (`TRYBUILD=overwrite cargo test -p jobhost --test producer` regenerates the
+//! `.stderr` snapshots under `tests/ui`).
+
+use std::time::Duration;
+
+use jobhost::broker::MemoryBackend;
+use jobhost::producer::Producer;
+use jobhost_sdk::{Job, Queues};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+#[queues(prefix = "shop")]
+enum ShopQueues {
+    #[queue(max_priority = 7)]
+    Orders,
+}
+
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(queue = ShopQueues::Orders, name = "shop.PlaceOrder")]
+struct PlaceOrder {
+    sku: String,
+}
+
+async fn producer() -> (MemoryBackend, Producer<ShopQueues, MemoryBackend>) {
+    let backend = MemoryBackend::new();
+    let producer = Producer::new(backend.clone())
+        .await
+        .expect("declares the queue set");
+    (backend, producer)
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_publishes_a_first_attempt_envelope_on_the_jobs_queue() {
+    let (backend, producer) = producer().await;
+    let id = producer
+        .enqueue(&PlaceOrder { sku: "A-1".into() })
+        .await
+        .expect("enqueued");
+    let pending = backend.pending("shop.orders");
+    assert_eq!(pending.len(), 1);
+    let envelope = &pending[0];
+    assert_eq!(
+        (
+            envelope.job_id,
+            envelope.job_type.as_str(),
+            envelope.attempt
+        ),
+        (id, "shop.PlaceOrder", 1)
+    );
+    assert_eq!(envelope.payload.get(), r#"{"sku":"A-1"}"#);
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_after_holds_the_job_for_the_rounded_delay_at_normal_priority() {
+    let (backend, producer) = producer().await;
+    producer
+        .enqueue_after(
+            &PlaceOrder { sku: "A-2".into() },
+            Duration::from_millis(1500),
+        )
+        .await
+        .expect("enqueued");
+    let held = backend.deferred("shop.orders");
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        (held[0].delay, held[0].envelope.priority),
+        (Duration::from_secs(2), 0)
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::task::yield_now().await;
+    assert_eq!(
+        backend.pending("shop.orders").len(),
+        1,
+        "released after the delay"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn defer_holds_the_job_and_returns_it_at_the_queues_top_priority() {
+    let (backend, producer) = producer().await;
+    producer
+        .defer(&PlaceOrder { sku: "A-3".into() }, Duration::from_secs(3))
+        .await
+        .expect("deferred");
+    let held = backend.deferred("shop.orders");
+    assert_eq!(
+        (held[0].delay, held[0].envelope.priority),
+        (Duration::from_secs(3), 7)
+    );
+}
+
+#[test]
+fn a_job_of_another_queue_set_does_not_compile() {
+    trybuild::TestCases::new().compile_fail("tests/ui/*.rs");
+}
