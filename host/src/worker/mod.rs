@@ -45,6 +45,9 @@ pub struct WorkerConfig {
     pub default_timeout: Duration,
     /// How long shutdown waits for running jobs (default 30 s).
     pub grace_period: Duration,
+    /// The largest payload handed to a plugin (default 8 MiB); a larger one is
+    /// dead-lettered, because copying it into every attempt's sandbox would only fail there.
+    pub max_payload_bytes: usize,
 }
 
 impl Default for WorkerConfig {
@@ -54,6 +57,7 @@ impl Default for WorkerConfig {
             retry_granularity: Granularity::default(),
             default_timeout: Duration::from_secs(300),
             grace_period: Duration::from_secs(30),
+            max_payload_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -77,7 +81,7 @@ struct Subscription {
     stop: CancellationToken,
 }
 
-impl<B: Backend + Clone> Worker<B> {
+impl<B: Backend> Worker<B> {
     /// A worker for `backend` serving whatever `plugins` holds.
     pub fn new(backend: B, plugins: Plugins, config: WorkerConfig) -> Self {
         Self {

@@ -294,3 +294,35 @@ async fn a_job_in_flight_finishes_on_the_version_it_started_with() {
     );
     h.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_payload_above_the_size_limit_is_dead_lettered_without_running() {
+    let unit = native_unit("n", manifest("n", QueueConfig::new("q"), &["job"]), |_| {
+        Outcome::Completed { follow_ups: vec![] }
+    });
+    let config = WorkerConfig {
+        max_payload_bytes: 64,
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start([unit], config).await;
+    h.enqueue("job", json!({ "blob": "x".repeat(100) })).await;
+    h.enqueue("job", json!({ "key": "small" })).await;
+    h.run_until_idle().await;
+    let reasons: Vec<String> = h
+        .backend
+        .dead_letters("q")
+        .into_iter()
+        .map(|d| d.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        ["payload too large: 111 bytes, the limit is 64 bytes"]
+    );
+    assert_eq!(
+        h.log.attempts_of("small"),
+        vec![1],
+        "the worker keeps serving"
+    );
+    assert_eq!(h.log.calls().len(), 1, "the oversized job never ran");
+    h.shutdown().await;
+}
