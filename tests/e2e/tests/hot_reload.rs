@@ -257,3 +257,71 @@ async fn a_restart_with_a_warm_cache_loads_without_compiling() {
         );
     }
 }
+
+/// Waits on the real clock, because the directory watch reacts to real file events.
+async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after 60s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watched_directory_follows_a_chunked_copy_an_atomic_rename_and_a_removal() {
+    let (dir, path) = plugin_dir();
+    let h = Harness::start([], WorkerConfig::default()).await;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let loader = h.loader(engine());
+    loader.load_dir(dir.path()).await.expect("read dir");
+    let v1 = serving_version(&h).expect("v1 serves");
+    let watcher = tokio::spawn({
+        let (dir, shutdown) = (dir.path().to_owned(), shutdown.clone());
+        async move { jobhost::reload::watch(loader, &dir, shutdown).await }
+    });
+
+    // A plain `cp`: truncate, then write in chunks with pauses, as a slow copy would.
+    let v2 = fixture("versioned-v2");
+    let file = std::fs::File::create(&path).expect("truncate");
+    let mut writer = std::io::BufWriter::new(file);
+    for chunk in v2.chunks(v2.len() / 8 + 1) {
+        std::io::Write::write_all(&mut writer, chunk).expect("write");
+        std::io::Write::flush(&mut writer).expect("flush");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            serving_version(&h).is_some(),
+            "a half-written file never unloads the plugin"
+        );
+    }
+    drop(writer);
+    until("v2 to replace v1", || {
+        serving_version(&h).is_some_and(|v| v != v1)
+    })
+    .await;
+    let v2_version = serving_version(&h).expect("v2 serves");
+
+    let staged = dir.path().join(".versioned.wasm.tmp");
+    std::fs::write(&staged, fixture("versioned")).expect("stage");
+    std::fs::rename(&staged, &path).expect("rename");
+    until("the renamed v1 to replace v2", || {
+        serving_version(&h).is_some_and(|v| v != v2_version)
+    })
+    .await;
+    assert_eq!(
+        serving_version(&h).as_deref(),
+        Some(v1.as_str()),
+        "the same bytes, the same version"
+    );
+
+    std::fs::remove_file(&path).expect("remove");
+    until("the removal to unload the plugin", || {
+        serving_version(&h).is_none()
+    })
+    .await;
+    shutdown.cancel();
+    watcher.await.expect("watcher task").expect("watch");
+    h.shutdown().await;
+}
