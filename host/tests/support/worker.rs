@@ -24,7 +24,13 @@ pub(crate) struct Running {
 
 impl Running {
     pub(crate) async fn start(backend: Arc<RabbitMqBackend>, fixture: &str) -> Self {
-        let engine = Engine::new(EngineConfig::default()).expect("engine");
+        let cache_dir =
+            Some(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache"));
+        let engine = Engine::new(EngineConfig {
+            cache_dir,
+            ..EngineConfig::default()
+        })
+        .expect("engine");
         let log = InvocationLog::default();
         let unit = load_plugin(&engine, &jobhost_fixtures::wasm(fixture)).await;
         let unit = unit.map_handler(|handler| log.recording(handler));

@@ -1,5 +1,5 @@
 //! End-to-end tests across the host, the SDK and real plugins built for `wasm32-wasip2`;
-//! the tests live in `tests/`.
+//! the tests live in `tests/`, and this library holds what they share.
 //!
 //! The host's producer is checked at compile time: a job of another queue set is refused.
 //! (The example lives here because rustdoc cannot expand the host crate's own WIT bindings:
@@ -24,3 +24,19 @@
 //!     shop.enqueue(&SendEmail { to: "a@b.c".into() }).await;
 //! }
 //! ```
+
+use std::path::Path;
+
+use jobhost::plugin::{Engine, EngineConfig};
+
+/// An engine that caches compiled plugins under `tmp` (pass the test binary's
+/// `CARGO_TARGET_TMPDIR`), because a debug build of the compiler takes seconds per plugin
+/// and every test starts its own engine.
+pub fn engine(tmp: &str) -> Engine {
+    let cache_dir = Path::new(tmp).join("plugin-cache");
+    Engine::new(EngineConfig {
+        cache_dir: Some(cache_dir),
+        ..EngineConfig::default()
+    })
+    .expect("a default engine starts")
+}

@@ -1,7 +1,6 @@
 //! Bad input on a work queue: each kind is dead-lettered with its own reason, byte for
 //! byte, and the worker goes on serving the good jobs around it.
 
-use jobhost::plugin::{Engine, EngineConfig};
 use jobhost::testing::{Harness, load_plugin};
 use jobhost::worker::WorkerConfig;
 use serde_json::json;
@@ -10,7 +9,7 @@ const QUEUE: &str = "test.bare";
 
 #[tokio::test(start_paused = true)]
 async fn every_kind_of_bad_input_is_dead_lettered_with_its_own_reason_and_good_jobs_still_run() {
-    let engine = Engine::new(EngineConfig::default()).expect("engine");
+    let engine = jobhost_e2e::engine(env!("CARGO_TARGET_TMPDIR"));
     let unit = load_plugin(&engine, &jobhost_fixtures::wasm("scripted")).await;
     let config = WorkerConfig {
         max_payload_bytes: 4096,

@@ -14,7 +14,7 @@ const QUEUE: &str = "test.versioned";
 const ECHO: &str = "versioned.Echo";
 
 fn engine() -> Engine {
-    Engine::new(EngineConfig::default()).expect("engine")
+    jobhost_e2e::engine(env!("CARGO_TARGET_TMPDIR"))
 }
 
 fn fixture(name: &str) -> Vec<u8> {

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use jobhost::broker::Backend;
 use jobhost::envelope::Envelope;
-use jobhost::plugin::{Engine, EngineConfig};
 use jobhost::policy::Granularity;
 use jobhost::testing::{Harness, load_plugin};
 use jobhost::worker::WorkerConfig;
@@ -19,7 +18,7 @@ const JITTERED: &str = "test.jittered";
 const URGENT: &str = "test.urgent";
 
 async fn harness_with(config: WorkerConfig) -> Harness {
-    let engine = Engine::new(EngineConfig::default()).expect("engine");
+    let engine = jobhost_e2e::engine(env!("CARGO_TARGET_TMPDIR"));
     let unit = load_plugin(&engine, &jobhost_fixtures::wasm("scripted")).await;
     Harness::start([unit], config).await
 }
