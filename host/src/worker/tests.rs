@@ -104,8 +104,8 @@ impl Handler for Slow {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn no_more_jobs_run_at_once_than_the_concurrency_limit() {
+/// A harness serving job type `slow` on queue `q` with a [`Slow`] handler.
+async fn slow_harness(config: WorkerConfig) -> (Arc<Slow>, Harness) {
     let slow = Arc::new(Slow::default());
     let unit = Unit::new(
         "n",
@@ -113,11 +113,16 @@ async fn no_more_jobs_run_at_once_than_the_concurrency_limit() {
         manifest("n", QueueConfig::new("q"), &["slow"]),
         slow.clone(),
     );
-    let config = WorkerConfig {
+    (slow, Harness::start([unit], config).await)
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_more_jobs_run_at_once_than_the_concurrency_limit() {
+    let (slow, h) = slow_harness(WorkerConfig {
         concurrency: 3,
         ..WorkerConfig::default()
-    };
-    let h = Harness::start([unit], config).await;
+    })
+    .await;
     for i in 0..30 {
         h.enqueue("slow", json!({ "i": i })).await;
     }
@@ -133,18 +138,11 @@ async fn no_more_jobs_run_at_once_than_the_concurrency_limit() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_waits_for_a_running_job_and_settles_it() {
-    let slow = Arc::new(Slow::default());
-    let unit = Unit::new(
-        "n",
-        "1",
-        manifest("n", QueueConfig::new("q"), &["slow"]),
-        slow.clone(),
-    );
-    let config = WorkerConfig {
+    let (slow, h) = slow_harness(WorkerConfig {
         concurrency: 1,
         ..WorkerConfig::default()
-    };
-    let h = Harness::start([unit], config).await;
+    })
+    .await;
     h.enqueue("slow", json!({})).await;
     h.enqueue("slow", json!({})).await;
     while slow.running.load(Ordering::SeqCst) == 0 {
@@ -166,19 +164,12 @@ async fn shutdown_waits_for_a_running_job_and_settles_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_job_still_running_after_the_grace_period_is_redelivered_not_lost() {
-    let slow = Arc::new(Slow::default());
-    let unit = Unit::new(
-        "n",
-        "1",
-        manifest("n", QueueConfig::new("q"), &["slow"]),
-        slow.clone(),
-    );
-    let config = WorkerConfig {
+    let (slow, h) = slow_harness(WorkerConfig {
         concurrency: 1,
         grace_period: Duration::from_millis(100),
         ..WorkerConfig::default()
-    };
-    let h = Harness::start([unit], config).await;
+    })
+    .await;
     h.enqueue("slow", json!({})).await;
     while slow.running.load(Ordering::SeqCst) == 0 {
         tokio::task::yield_now().await;
