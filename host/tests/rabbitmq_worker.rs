@@ -14,9 +14,10 @@ use serde_json::json;
 use support::worker::{Running, eventually, fixture_queues, publish};
 use support::{PATIENCE, backend, raw_channel, ready, take, unique, within};
 
-/// Held by the tests that run the `scripted` plugin: it consumes all four of its queues,
-/// so two such workers at once would take each other's jobs.
-static SCRIPTED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Held by each test of this file: the fixture plugins consume fixed queue names (the
+/// `scripted` plugin all four of its own), so two of these workers at once would take each
+/// other's jobs.
+static FIXTURE_QUEUES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn unacked(queue: &str) -> u32 {
     let listing = support::rabbitmqctl(&[
@@ -34,7 +35,7 @@ fn unacked(queue: &str) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_flaky_email_retries_through_hold_queues_while_the_worker_holds_nothing() {
-    let _scripted = SCRIPTED.lock().await;
+    let _queues = FIXTURE_QUEUES.lock().await;
     let _cleanup = fixture_queues(&["test.emails", "test.bare", "test.jittered", "test.urgent"]);
     let Some(backend) = backend(&unique("flaky")).await.map(Arc::new) else {
         return;
@@ -132,7 +133,7 @@ async fn the_flaky_email_retries_through_hold_queues_while_the_worker_holds_noth
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_waiting_in_the_broker_survives_a_worker_restart_and_completes_once() {
-    let _scripted = SCRIPTED.lock().await;
+    let _queues = FIXTURE_QUEUES.lock().await;
     let _cleanup = fixture_queues(&["test.emails", "test.bare", "test.jittered", "test.urgent"]);
     let Some(first) = backend(&unique("restart-1")).await.map(Arc::new) else {
         return;
@@ -212,6 +213,7 @@ impl queuey::Job for Noop {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_a_queuey_producer_enqueues_run_in_a_jobhost_plugin() {
+    let _queues = FIXTURE_QUEUES.lock().await;
     let _cleanup = fixture_queues(&["test.noop"]);
     let Some(backend) = backend(&unique("queuey-producer")).await.map(Arc::new) else {
         return;
@@ -249,6 +251,83 @@ async fn jobs_a_queuey_producer_enqueues_run_in_a_jobhost_plugin() {
             .iter()
             .all(|c| c.job_type == "noop.Noop" && c.attempt == 1 && c.outcome == "ok")
     );
+    running.stop().await;
+    backend.close().await;
+}
+
+/// The noop plugin's queue and job as a native application shares them with the plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, jobhost_sdk::Queues)]
+#[queues(prefix = "test")]
+enum SharedQueues {
+    Noop,
+}
+
+#[derive(Debug, Serialize, Deserialize, jobhost_sdk::Job)]
+#[job(name = "noop.Noop", queue = SharedQueues::Noop)]
+struct SharedNoop {
+    key: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typed_producer_enqueues_now_later_and_deferred_through_the_broker() {
+    let _queues = FIXTURE_QUEUES.lock().await;
+    let _cleanup = fixture_queues(&["test.noop"]);
+    let Some(backend) = backend(&unique("producer")).await.map(Arc::new) else {
+        return;
+    };
+    let producer = jobhost::producer::Producer::<SharedQueues, _>::new(backend.clone())
+        .await
+        .expect("declares");
+    let running = Running::start(backend.clone(), "noop").await;
+    let now = producer
+        .enqueue(&SharedNoop { key: "now".into() })
+        .await
+        .expect("enqueue");
+    let later = producer
+        .enqueue_after(
+            &SharedNoop {
+                key: "later".into(),
+            },
+            Duration::from_secs(1),
+        )
+        .await
+        .expect("enqueue_after");
+    let deferred = producer
+        .defer(
+            &SharedNoop {
+                key: "deferred".into(),
+            },
+            Duration::from_secs(1),
+        )
+        .await
+        .expect("defer");
+
+    let log = running.log.clone();
+    eventually(PATIENCE, "the three jobs to run", || async {
+        log.calls().len() == 3
+    })
+    .await;
+    let calls = log.calls();
+    let find = |key: &str| {
+        log.calls_of(key)
+            .pop()
+            .unwrap_or_else(|| panic!("{key} ran"))
+    };
+    assert_eq!(
+        (
+            find("now").job_id,
+            find("later").job_id,
+            find("deferred").job_id
+        ),
+        (now, later, deferred)
+    );
+    assert_eq!(calls[0].job_id, now, "the job enqueued now runs first");
+    assert_eq!(
+        find("deferred").priority,
+        10,
+        "a producer's deferral returns at the queue's top priority"
+    );
+    assert_eq!(find("later").priority, 0);
     running.stop().await;
     backend.close().await;
 }
