@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use notify::{RecursiveMode, Watcher};
+use notify::event::ModifyKind;
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +39,16 @@ pub(super) async fn run(args: HostArgs) -> anyhow::Result<()> {
     result
 }
 
+/// Whether `kind` changes a file's content or its presence. Cargo reads `Cargo.toml` on
+/// every build, so counting reads (or the access times they touch) would rebuild forever.
+fn is_edit(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Create(_) | EventKind::Remove(_) => true,
+        EventKind::Modify(modify) => !matches!(modify, ModifyKind::Metadata(_)),
+        _ => false,
+    }
+}
+
 /// Watch each crate's `src/` and `Cargo.toml` until `shutdown`, rebuilding the crates
 /// whose sources changed once they have been quiet for [`QUIET_PERIOD`].
 async fn rebuild_on_change(
@@ -48,12 +59,13 @@ async fn rebuild_on_change(
     let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-            Ok(event) => {
+            Ok(event) if is_edit(&event.kind) => {
                 for path in event.paths {
                     // The receiver is gone only after shutdown, when changes no longer matter.
                     let _ = tx.send(path);
                 }
             }
+            Ok(_) => {}
             Err(err) => warn!(error = %err, "source watch error"),
         })?;
     for plugin in &crates {

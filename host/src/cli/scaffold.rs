@@ -41,10 +41,10 @@ pub(super) fn run(dir: &Path, name: &str) -> anyhow::Result<()> {
     info!(crate_dir = %root.display(), "created plugin `{name}`");
     println!(
         "Created {root}.\nNext: edit src/lib.rs, then `jobhost build {name}` compiles it into \
-         {dir}/{wasm}, where a running host loads it.",
+         {dir}/{snake}.wasm, where a running host loads it.",
         root = root.display(),
         dir = dir.display(),
-        wasm = format!("{}.wasm", snake(name)),
+        snake = snake(name),
     );
     Ok(())
 }

@@ -30,7 +30,7 @@ pub(super) fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
 pub(super) fn duration(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms}ms")
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         let text = format!("{:.3}", ms as f64 / 1000.0);

@@ -2,7 +2,7 @@
 //! plugin directory, its log lines collected, and the client commands run against it.
 //! Every wait is bounded; the host is killed when dropped.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
