@@ -104,15 +104,11 @@ pub async fn run<B: AdminBackend>(
         .map(|a| a.to_string())
         .unwrap_or_default();
     info!(backend = B::KIND, "admin API listening on http://{addr}");
-    tasks.spawn(admin_api(admin, state, shutdown.clone()));
     if let Some(file) = config.demo_jobs {
-        let state = AdminState {
-            backend: backend.clone(),
-            plugins: plugins.clone(),
-            granularity: config.worker.retry_granularity,
-        };
+        let state = state.clone();
         tasks.spawn(async move { enqueue_demo(&file, &state).await });
     }
+    tasks.spawn(admin_api(admin, state, shutdown.clone()));
     Worker::new(backend, plugins, config.worker)
         .run(shutdown)
         .await;

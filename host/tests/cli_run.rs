@@ -182,3 +182,31 @@ fn a_payload_that_is_not_json_is_a_usage_error() {
         .expect("jobhost runs");
     assert_eq!(output.status.code(), Some(2), "clap's usage exit code");
 }
+
+#[test]
+fn an_unreachable_broker_exits_3_without_showing_the_password() {
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = refused.local_addr().expect("its address").port();
+    drop(refused);
+    let url = format!("amqp://guest:hunter2@127.0.0.1:{port}/%2f");
+    let output = jobhost()
+        .args(["run", "--admin", "127.0.0.1:0", "--amqp", &url, "--plugins"])
+        .arg(dir.path())
+        .output()
+        .expect("jobhost runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "an unreachable broker exits 3:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("is RabbitMQ running"),
+        "the error says what to do:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("hunter2"),
+        "the password never reaches the output:\n{stderr}"
+    );
+}

@@ -69,7 +69,6 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
             let backend = RabbitMqBackend::connect(url, options)
                 .await
                 .context("cannot connect to RabbitMQ")?;
-            info!("connected to RabbitMQ");
             app::run(Arc::new(backend), admin, config, shutdown).await?;
         }
         None => {
