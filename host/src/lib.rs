@@ -1,6 +1,8 @@
 //! jobhost: a RabbitMQ job host whose job handlers are WebAssembly components.
 //!
 //! # Table of contents
+//! - [`app`]: a running host: plugin directory, hot reload, worker and admin API together.
+//! - [`admin`]: the local admin HTTP API (server and client) that the CLI talks to.
 //! - [`envelope`]: the JSON envelope every job travels in, shared with the `queuey` crate.
 //! - [`broker`]: the [`broker::Backend`] seam, RabbitMQ and the embedded memory backend.
 //! - [`plugin`]: the wasmtime engine that loads plugin components and runs their jobs.
@@ -12,6 +14,8 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
+pub mod app;
 pub mod broker;
 pub mod envelope;
 pub mod plugin;

@@ -61,6 +61,38 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send;
 }
 
+/// A shared backend is the backend, so one broker connection can serve the worker, the
+/// admin API and the demo producer (RabbitMQ's backend is not `Clone`).
+impl<B: Backend> Backend for std::sync::Arc<B> {
+    type Consumer = B::Consumer;
+
+    fn declare(&self, queue: &QueueConfig) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).declare(queue)
+    }
+
+    fn publish(
+        &self,
+        envelope: &Envelope,
+        delay: Option<Duration>,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).publish(envelope, delay)
+    }
+
+    fn dead_letter(
+        &self,
+        letter: DeadLetterOut<'_>,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).dead_letter(letter)
+    }
+
+    fn consume(
+        &self,
+        queue: &QueueConfig,
+    ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send {
+        (**self).consume(queue)
+    }
+}
+
 /// A consumer of one work queue.
 pub trait Consumer: Send + 'static {
     /// A message taken from the queue.

@@ -1,0 +1,496 @@
+//! The JSON bodies of the admin API, shared by the server and the client.
+//!
+//! Durations are whole milliseconds (`*_ms`) so that any HTTP client reads them without
+//! knowing serde's encoding of [`Duration`].
+
+use std::time::Duration;
+
+use jobhost_sdk::{Backoff, QueueConfig, RetryPolicy};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::envelope::Envelope;
+use crate::plugin::JobSpec;
+use crate::worker::{Registry, Route, Unit};
+
+/// `GET /healthz`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    /// Always `"ok"`: a host that answers is up.
+    pub status: String,
+    /// `"memory"` or `"rabbitmq"`.
+    pub backend: String,
+    /// How many plugins are loaded.
+    pub plugins: usize,
+}
+
+/// A loaded plugin, in `GET /plugins`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginView {
+    /// The plugin's name.
+    pub name: String,
+    /// Its version (a content hash).
+    pub version: String,
+    /// The file it was loaded from.
+    pub file: String,
+    /// The queues it declares.
+    pub queues: Vec<QueueView>,
+    /// The job types it serves, with their effective policies.
+    pub jobs: Vec<JobView>,
+}
+
+impl PluginView {
+    /// Every plugin of `registry`, by file.
+    pub fn all(registry: &Registry) -> Vec<Self> {
+        registry
+            .units()
+            .map(|unit| Self::of(registry, unit))
+            .collect()
+    }
+
+    fn of(registry: &Registry, unit: &Unit) -> Self {
+        let manifest = unit.manifest();
+        Self {
+            name: unit.name().to_owned(),
+            version: unit.version().to_owned(),
+            file: unit.key().to_owned(),
+            queues: manifest.queues.iter().map(QueueView::from).collect(),
+            jobs: manifest
+                .jobs
+                .iter()
+                .filter_map(|job| registry.route(&job.name))
+                .map(|route| JobView::of(route))
+                .collect(),
+        }
+    }
+}
+
+/// A job type and the policy that decides its failures now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    /// The job type name.
+    pub name: String,
+    /// Its queue.
+    pub queue: String,
+    /// Where the effective policy comes from.
+    pub source: PolicySource,
+    /// The effective policy.
+    pub policy: PolicyView,
+    /// The job's own timeout, when it sets one.
+    pub timeout_ms: Option<u64>,
+}
+
+impl JobView {
+    fn of(route: &Route) -> Self {
+        Self {
+            name: route.job.name.clone(),
+            queue: route.queue.name.clone(),
+            source: PolicySource::of(&route.job, &route.queue),
+            policy: PolicyView::from(route.policy()),
+            timeout_ms: route.job.timeout.map(millis),
+        }
+    }
+}
+
+/// Which declaration the effective policy of a job comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicySource {
+    /// The job's own `retry(...)`.
+    Job,
+    /// Its queue's `retry(...)`.
+    Queue,
+    /// Neither writes one: one attempt, dead-lettered on the first failure.
+    Default,
+}
+
+impl PolicySource {
+    fn of(job: &JobSpec, queue: &QueueConfig) -> Self {
+        if job.retry.is_some() {
+            Self::Job
+        } else if queue.retry == RetryPolicy::default() {
+            Self::Default
+        } else {
+            Self::Queue
+        }
+    }
+
+    /// How a person reads it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Job => "the job's own retry(...)",
+            Self::Queue => "its queue's retry(...)",
+            Self::Default => "the default: no retry attribute, so no retries",
+        }
+    }
+}
+
+/// A queue's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueView {
+    /// The broker name.
+    pub name: String,
+    /// Unacknowledged deliveries a consumer may hold.
+    pub prefetch: u16,
+    /// Whether it survives a broker restart.
+    pub durable: bool,
+    /// `x-max-priority`; 0 means none.
+    pub max_priority: u8,
+    /// `x-message-ttl`, when set.
+    pub message_ttl_ms: Option<u64>,
+    /// The policy of the queue's jobs that have none of their own.
+    pub retry: PolicyView,
+    /// An attempt's timeout, unless the job sets one.
+    pub timeout_ms: Option<u64>,
+}
+
+impl From<&QueueConfig> for QueueView {
+    fn from(queue: &QueueConfig) -> Self {
+        Self {
+            name: queue.name.clone(),
+            prefetch: queue.prefetch,
+            durable: queue.durable,
+            max_priority: queue.max_priority,
+            message_ttl_ms: queue.message_ttl.map(millis),
+            retry: PolicyView::from(&queue.retry),
+            timeout_ms: queue.timeout.map(millis),
+        }
+    }
+}
+
+impl From<&QueueView> for QueueConfig {
+    fn from(view: &QueueView) -> Self {
+        Self {
+            name: view.name.clone(),
+            prefetch: view.prefetch,
+            durable: view.durable,
+            max_priority: view.max_priority,
+            message_ttl: view.message_ttl_ms.map(Duration::from_millis),
+            retry: RetryPolicy::from(&view.retry),
+            timeout: view.timeout_ms.map(Duration::from_millis),
+        }
+    }
+}
+
+/// A retry policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyView {
+    /// Total attempts including the first.
+    pub max_attempts: u32,
+    /// The wait before each retry.
+    pub backoff: BackoffView,
+}
+
+impl From<&RetryPolicy> for PolicyView {
+    fn from(policy: &RetryPolicy) -> Self {
+        Self {
+            max_attempts: policy.max_attempts,
+            backoff: BackoffView::from(&policy.backoff),
+        }
+    }
+}
+
+impl From<&PolicyView> for RetryPolicy {
+    fn from(view: &PolicyView) -> Self {
+        Self::new(view.max_attempts, Backoff::from(&view.backoff))
+    }
+}
+
+/// A backoff, tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum BackoffView {
+    /// Retry at once.
+    None,
+    /// The same wait before every retry.
+    Fixed {
+        /// The wait.
+        delay_ms: u64,
+    },
+    /// `min(max, base * factor^(failed_attempt - 1))`, optionally with full jitter.
+    Exponential {
+        /// The wait after the first failed attempt.
+        base_ms: u64,
+        /// The growth per failed attempt.
+        factor: f64,
+        /// The cap on any single wait.
+        max_ms: u64,
+        /// Whether each wait is drawn from `[0, computed]`.
+        jitter: bool,
+    },
+}
+
+impl From<&Backoff> for BackoffView {
+    fn from(backoff: &Backoff) -> Self {
+        match *backoff {
+            Backoff::None => Self::None,
+            Backoff::Fixed(delay) => Self::Fixed {
+                delay_ms: millis(delay),
+            },
+            Backoff::Exponential {
+                base,
+                factor,
+                max,
+                jitter,
+            } => Self::Exponential {
+                base_ms: millis(base),
+                factor,
+                max_ms: millis(max),
+                jitter,
+            },
+        }
+    }
+}
+
+impl From<&BackoffView> for Backoff {
+    fn from(view: &BackoffView) -> Self {
+        match *view {
+            BackoffView::None => Self::None,
+            BackoffView::Fixed { delay_ms } => Self::Fixed(Duration::from_millis(delay_ms)),
+            BackoffView::Exponential {
+                base_ms,
+                factor,
+                max_ms,
+                jitter,
+            } => Self::Exponential {
+                base: Duration::from_millis(base_ms),
+                factor,
+                max: Duration::from_millis(max_ms),
+                jitter,
+            },
+        }
+    }
+}
+
+/// `GET /policy/{job_type}`: the effective policy of a job type and its wait schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyReport {
+    /// The job type.
+    pub job_type: String,
+    /// The plugin serving it, `name@version`.
+    pub plugin: String,
+    /// Its queue, whose settings an enqueue needs to declare it.
+    pub queue: QueueView,
+    /// Where the policy comes from.
+    pub source: PolicySource,
+    /// The effective policy.
+    pub policy: PolicyView,
+    /// The computed wait (before jitter) after each failed attempt.
+    pub schedule: Vec<ScheduleRow>,
+}
+
+impl PolicyReport {
+    /// The report for `route`.
+    pub fn of(route: &Route) -> Self {
+        Self {
+            job_type: route.job.name.clone(),
+            plugin: route.plugin.to_string(),
+            queue: QueueView::from(&route.queue),
+            source: PolicySource::of(&route.job, &route.queue),
+            policy: PolicyView::from(route.policy()),
+            schedule: schedule(&route.policy().backoff),
+        }
+    }
+}
+
+/// One row of a wait schedule, as in the chapter's "Failed attempt | Computed wait" table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleRow {
+    /// The failed attempt (1-based).
+    pub failed_attempt: u32,
+    /// Whether this row stands for every later attempt too.
+    pub and_later: bool,
+    /// The computed wait, before jitter.
+    pub computed_wait_ms: u64,
+    /// Whether the wait is the backoff's cap.
+    pub capped: bool,
+}
+
+/// The most rows a schedule lists before its last row stands for the rest.
+const MAX_SCHEDULE_ROWS: u32 = 32;
+
+/// The computed waits of `backoff`, from the first failed attempt until they stop
+/// changing (the cap, or a constant wait), whose row then stands for every later attempt.
+pub fn schedule(backoff: &Backoff) -> Vec<ScheduleRow> {
+    let cap = match *backoff {
+        Backoff::Exponential { max, .. } => Some(max),
+        Backoff::None | Backoff::Fixed(_) => None,
+    };
+    let mut rows = Vec::new();
+    for attempt in 1..=MAX_SCHEDULE_ROWS {
+        let wait = backoff.computed_delay(attempt);
+        let next = backoff.computed_delay(attempt + 1);
+        let and_later = next == wait || attempt == MAX_SCHEDULE_ROWS;
+        rows.push(ScheduleRow {
+            failed_attempt: attempt,
+            and_later,
+            computed_wait_ms: millis(wait),
+            capped: cap == Some(wait),
+        });
+        if and_later {
+            break;
+        }
+    }
+    rows
+}
+
+/// `POST /jobs`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EnqueueRequest {
+    /// The job type; a loaded plugin must serve it.
+    pub job_type: String,
+    /// The job's JSON.
+    pub payload: serde_json::Value,
+    /// Deliver after this long instead of now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+}
+
+/// The answer to `POST /jobs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enqueued {
+    /// The new job's id.
+    pub job_id: Uuid,
+    /// The queue it went to.
+    pub queue: String,
+    /// The delay it waits, rounded up to the host's retry granularity.
+    pub delay_ms: Option<u64>,
+}
+
+/// A dead letter, in `GET /dead/{queue}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetterView {
+    /// The job id, when the body is an envelope.
+    pub job_id: Option<Uuid>,
+    /// The job type, when the body is an envelope.
+    pub job_type: Option<String>,
+    /// The last attempt tried, when known (0 for a body that is not an envelope).
+    pub attempts: Option<u32>,
+    /// Why it was dead-lettered, when the message says.
+    pub reason: Option<String>,
+    /// The job's payload, when the body is an envelope.
+    pub payload: Option<serde_json::Value>,
+    /// The body as text, when it is not an envelope.
+    pub body: Option<String>,
+}
+
+impl DeadLetterView {
+    /// The view of a dead-lettered `body`.
+    pub fn new(body: &[u8], reason: Option<String>, attempts: Option<u32>) -> Self {
+        match Envelope::decode(body) {
+            Ok(envelope) => Self {
+                job_id: Some(envelope.job_id),
+                job_type: Some(envelope.job_type),
+                attempts,
+                reason,
+                payload: serde_json::from_str(envelope.payload.get()).ok(),
+                body: None,
+            },
+            Err(_) => Self {
+                job_id: None,
+                job_type: None,
+                attempts,
+                reason,
+                payload: None,
+                body: Some(String::from_utf8_lossy(body).into_owned()),
+            },
+        }
+    }
+}
+
+/// The answer to `POST /dead/{queue}/replay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    /// Jobs put back on the queue as attempt 1 with their job ids.
+    pub replayed: u32,
+    /// Bodies that are not envelopes, left in the dead-letter queue.
+    pub skipped: u32,
+}
+
+/// The answer to `DELETE /dead/{queue}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurgeReport {
+    /// Dead letters dropped.
+    pub purged: u32,
+}
+
+/// Any error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What went wrong, and what to do about it.
+    pub error: String,
+}
+
+/// `duration` in whole milliseconds, saturating.
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_exponential_schedule_is_the_chapters_table() {
+        let rows = schedule(&Backoff::exponential());
+        let waits: Vec<(u32, u64, bool)> = rows
+            .iter()
+            .map(|r| (r.failed_attempt, r.computed_wait_ms / 1000, r.and_later))
+            .collect();
+        assert_eq!(
+            waits,
+            vec![
+                (1, 1, false),
+                (2, 2, false),
+                (3, 4, false),
+                (4, 8, false),
+                (5, 16, false),
+                (6, 32, false),
+                (7, 64, false),
+                (8, 128, false),
+                (9, 256, false),
+                (10, 300, true),
+            ],
+            "1s doubling up to 256s, then the 300s cap for attempt 10 and later"
+        );
+        assert!(
+            rows.last().is_some_and(|r| r.capped),
+            "the last row is the cap"
+        );
+    }
+
+    #[test]
+    fn a_constant_wait_is_one_row_for_every_attempt() {
+        let rows = schedule(&Backoff::Fixed(Duration::from_secs(3)));
+        assert_eq!(rows.len(), 1, "a fixed wait never changes");
+        assert!(rows[0].and_later && !rows[0].capped);
+        assert_eq!(schedule(&Backoff::None)[0].computed_wait_ms, 0);
+    }
+
+    #[test]
+    fn a_backoff_that_never_reaches_its_cap_stops_after_the_row_limit() {
+        let slow = Backoff::Exponential {
+            base: Duration::from_millis(1),
+            factor: 1.01,
+            max: Duration::from_secs(3600),
+            jitter: false,
+        };
+        let rows = schedule(&slow);
+        assert_eq!(rows.len(), MAX_SCHEDULE_ROWS as usize);
+        assert!(rows.last().is_some_and(|r| r.and_later));
+    }
+
+    #[test]
+    fn policies_survive_the_round_trip_through_their_views() {
+        for policy in [
+            RetryPolicy::none(),
+            RetryPolicy::exponential(5),
+            RetryPolicy::fixed(3, Duration::from_millis(500)),
+        ] {
+            assert_eq!(RetryPolicy::from(&PolicyView::from(&policy)), policy);
+        }
+        let mut queue = QueueConfig::new("q");
+        queue.message_ttl = Some(Duration::from_secs(60));
+        assert_eq!(QueueConfig::from(&QueueView::from(&queue)), queue);
+    }
+}

@@ -1,0 +1,34 @@
+//! Enqueueing a job by its type name and JSON payload, as the CLI and the demo do.
+
+use std::time::Duration;
+
+use jobhost_sdk::QueueConfig;
+use serde_json::value::RawValue;
+
+use super::api::{Enqueued, millis};
+use crate::broker::{Backend, BrokerError};
+use crate::envelope::Envelope;
+use crate::policy::Granularity;
+
+/// Declare `queue` (idempotent) and publish a first attempt of `job_type` with `payload`,
+/// after `delay` rounded up to `granularity` when one is given, like a producer would.
+pub async fn enqueue<B: Backend>(
+    backend: &B,
+    queue: &QueueConfig,
+    job_type: &str,
+    payload: &serde_json::Value,
+    delay: Option<Duration>,
+    granularity: Granularity,
+) -> Result<Enqueued, BrokerError> {
+    let payload: Box<RawValue> = serde_json::value::to_raw_value(payload)
+        .expect("a JSON value always serializes: it is JSON already");
+    let envelope = Envelope::new(job_type, queue.name.as_str(), payload);
+    let delay = delay.map(|delay| granularity.round(delay));
+    backend.declare(queue).await?;
+    backend.publish(&envelope, delay).await?;
+    Ok(Enqueued {
+        job_id: envelope.job_id,
+        queue: queue.name.clone(),
+        delay_ms: delay.map(millis),
+    })
+}

@@ -1,0 +1,37 @@
+//! The local admin API: what `jobhost plugins|policy|enqueue|dead` ask a running host.
+//!
+//! The host serves it on loopback (`127.0.0.1:7878` by default) because it can enqueue
+//! and drop jobs and has no authentication: reaching it must mean being on the machine.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /healthz` | [`Health`](api::Health) |
+//! | `GET /plugins` | [`PluginView`](api::PluginView)s with effective policies |
+//! | `GET /policy/{job_type}` | [`PolicyReport`](api::PolicyReport) with its wait schedule |
+//! | `POST /jobs` | [`EnqueueRequest`](api::EnqueueRequest) -> [`Enqueued`](api::Enqueued) |
+//! | `GET /dead/{queue}?limit=N` | [`DeadLetterView`](api::DeadLetterView)s, oldest first |
+//! | `POST /dead/{queue}/replay` | [`ReplayReport`](api::ReplayReport) |
+//! | `DELETE /dead/{queue}` | [`PurgeReport`](api::PurgeReport) |
+//!
+//! Errors are `{"error": "..."}` with 404 for an unknown job type or queue, 503 when the
+//! broker is unreachable, and 502 when it refused.
+//!
+//! # Table of contents
+//! - [`api`]: the JSON bodies, and the wait schedule of a policy.
+//! - [`AdminBackend`]: dead-letter operations on either backend.
+//! - [`enqueue`]: a job by type name and JSON, as the CLI and the demo send it.
+//! - [`router`], [`serve`]: the server; [`AdminClient`]: the client.
+
+pub mod api;
+mod client;
+mod dead;
+mod jobs;
+mod server;
+
+pub use client::{AdminClient, ClientError};
+pub use dead::AdminBackend;
+pub use jobs::enqueue;
+pub use server::{AdminState, DEFAULT_DEAD_LIMIT, router, serve};
+
+/// Where the admin API listens unless told otherwise.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:7878";

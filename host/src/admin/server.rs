@@ -1,0 +1,185 @@
+//! The admin API server: the running host's registry and broker, as JSON over HTTP.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::api::{
+    DeadLetterView, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
+    PurgeReport, ReplayReport,
+};
+use super::dead::AdminBackend;
+use super::jobs::enqueue;
+use crate::broker::BrokerError;
+use crate::policy::Granularity;
+use crate::worker::Plugins;
+
+/// How many dead letters `GET /dead/{queue}` lists unless `?limit=` says otherwise.
+pub const DEFAULT_DEAD_LIMIT: usize = 100;
+
+/// What the admin API serves from.
+#[derive(Debug, Clone)]
+pub struct AdminState<B> {
+    /// The broker the host works on.
+    pub backend: B,
+    /// The live registry.
+    pub plugins: Plugins,
+    /// The delay step enqueues are rounded to, the host's retry granularity.
+    pub granularity: Granularity,
+}
+
+/// The routes: `GET /healthz`, `GET /plugins`, `GET /policy/{job_type}`, `POST /jobs`,
+/// `GET /dead/{queue}?limit=N`, `POST /dead/{queue}/replay` and `DELETE /dead/{queue}`.
+pub fn router<B: AdminBackend>(state: AdminState<B>) -> Router {
+    Router::new()
+        .route("/healthz", get(health::<B>))
+        .route("/plugins", get(plugins::<B>))
+        .route("/policy/{job_type}", get(policy::<B>))
+        .route("/jobs", post(enqueue_job::<B>))
+        .route("/dead/{queue}", get(list_dead::<B>).delete(purge_dead::<B>))
+        .route("/dead/{queue}/replay", post(replay_dead::<B>))
+        .with_state(Arc::new(state))
+}
+
+/// Serve `state` on `listener` until `shutdown`.
+pub async fn serve<B: AdminBackend>(
+    listener: TcpListener,
+    state: AdminState<B>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}
+
+type Shared<B> = State<Arc<AdminState<B>>>;
+
+async fn health<B: AdminBackend>(State(state): Shared<B>) -> Json<Health> {
+    Json(Health {
+        status: "ok".to_owned(),
+        backend: B::KIND.to_owned(),
+        plugins: state.plugins.current().units().count(),
+    })
+}
+
+async fn plugins<B: AdminBackend>(State(state): Shared<B>) -> Json<Vec<PluginView>> {
+    Json(PluginView::all(&state.plugins.current()))
+}
+
+async fn policy<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path(job_type): Path<String>,
+) -> Result<Json<PolicyReport>, ApiError> {
+    let registry = state.plugins.current();
+    let route = registry
+        .route(&job_type)
+        .ok_or_else(|| no_handler(&job_type))?;
+    Ok(Json(PolicyReport::of(route)))
+}
+
+async fn enqueue_job<B: AdminBackend>(
+    State(state): Shared<B>,
+    Json(request): Json<EnqueueRequest>,
+) -> Result<Json<Enqueued>, ApiError> {
+    let registry = state.plugins.current();
+    let route = registry
+        .route(&request.job_type)
+        .ok_or_else(|| no_handler(&request.job_type))?;
+    let delay = request.delay_ms.map(Duration::from_millis);
+    let enqueued = enqueue(
+        &state.backend,
+        &route.queue,
+        &request.job_type,
+        &request.payload,
+        delay,
+        state.granularity,
+    )
+    .await?;
+    tracing::info!(job_type = %request.job_type, job_id = %enqueued.job_id, queue = %enqueued.queue, "job enqueued through the admin API");
+    Ok(Json(enqueued))
+}
+
+#[derive(Debug, Deserialize)]
+struct Limit {
+    limit: Option<usize>,
+}
+
+async fn list_dead<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path(queue): Path<String>,
+    Query(limit): Query<Limit>,
+) -> Result<Json<Vec<DeadLetterView>>, ApiError> {
+    let limit = limit.limit.unwrap_or(DEFAULT_DEAD_LIMIT);
+    Ok(Json(state.backend.list_dead(&queue, limit).await?))
+}
+
+async fn replay_dead<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path(queue): Path<String>,
+) -> Result<Json<ReplayReport>, ApiError> {
+    let report = state.backend.replay_dead(&queue).await?;
+    tracing::info!(%queue, replayed = report.replayed, skipped = report.skipped, "dead letters replayed");
+    Ok(Json(report))
+}
+
+async fn purge_dead<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path(queue): Path<String>,
+) -> Result<Json<PurgeReport>, ApiError> {
+    let report = state.backend.purge_dead(&queue).await?;
+    tracing::info!(%queue, purged = report.purged, "dead letters purged");
+    Ok(Json(report))
+}
+
+/// An error answer: a status and a message saying what to do.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+fn no_handler(job_type: &str) -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        message: format!(
+            "no loaded plugin serves job type `{job_type}`; `jobhost plugins` lists the job types"
+        ),
+    }
+}
+
+impl From<BrokerError> for ApiError {
+    fn from(err: BrokerError) -> Self {
+        let status = match err {
+            BrokerError::Connection(_) | BrokerError::Closed => StatusCode::SERVICE_UNAVAILABLE,
+            BrokerError::UnknownQueue(_) => StatusCode::NOT_FOUND,
+            BrokerError::DelayTooLong { .. } | BrokerError::QueueNameTooLong { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        Self {
+            status,
+            message: err.to_string(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response()
+    }
+}

@@ -1,0 +1,187 @@
+//! A running host: the plugin directory loaded and watched, the worker, and the admin API,
+//! on one backend, until shut down.
+//!
+//! # Contract
+//! - The admin listener is bound by the caller before anything loads, so a port in use
+//!   fails at once instead of after the plugins compiled.
+//! - Compiled plugins are cached in `{plugin_dir}/.jobhost-cache`, so a restart does not
+//!   recompile unchanged plugins.
+//! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
+//!   period); `run` returns once all of them are done.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::admin::{self, AdminBackend, AdminState};
+use crate::plugin::{Engine, EngineConfig, EngineError};
+use crate::reload::{self, Loader};
+use crate::worker::{Plugins, Worker, WorkerConfig};
+
+/// The directory, inside the plugin directory, that holds compiled plugins.
+pub const CACHE_DIR: &str = ".jobhost-cache";
+
+/// The file of the plugin directory that `--demo` enqueues.
+pub const DEMO_JOBS: &str = "demo-jobs.jsonl";
+
+/// How a host runs.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// The directory of `*.wasm` plugins, loaded and then watched.
+    pub plugin_dir: PathBuf,
+    /// The worker's settings.
+    pub worker: WorkerConfig,
+    /// The engine's settings; `cache_dir` is replaced by `{plugin_dir}/.jobhost-cache`.
+    pub engine: EngineConfig,
+    /// A file of `{"job_type": ..., "payload": ...}` lines to enqueue once the plugins
+    /// are loaded.
+    pub demo_jobs: Option<PathBuf>,
+}
+
+/// Why a host could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The plugin directory cannot be read.
+    #[error("cannot read the plugin directory `{}`: {source}", path.display())]
+    PluginDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The engine refused its settings.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// Run a host on `backend`, serving the admin API on `admin`, until `shutdown`.
+pub async fn run<B: AdminBackend>(
+    backend: B,
+    admin: TcpListener,
+    config: HostConfig,
+    shutdown: CancellationToken,
+) -> Result<(), HostError> {
+    let dir = config.plugin_dir.clone();
+    let engine = Engine::new(EngineConfig {
+        cache_dir: Some(dir.join(CACHE_DIR)),
+        ..config.engine
+    })?;
+    let plugins = Plugins::new();
+    let loader = Loader::new(engine, plugins.clone());
+    let loaded = loader
+        .load_dir(&dir)
+        .await
+        .map_err(|source| HostError::PluginDir {
+            path: dir.clone(),
+            source,
+        })?;
+    if loaded == 0 {
+        warn!(dir = %dir.display(), "no plugin loaded yet: build some with `jobhost build`, or drop a *.wasm into the directory");
+    } else {
+        info!(loaded, dir = %dir.display(), "plugins loaded; watching the directory for changes");
+    }
+
+    let mut tasks = JoinSet::new();
+    let watch_shutdown = shutdown.clone();
+    let watch_dir = dir.clone();
+    tasks.spawn(async move {
+        if let Err(err) = reload::watch(loader, &watch_dir, watch_shutdown).await {
+            error!(error = %err, dir = %watch_dir.display(), "cannot watch the plugin directory: hot reload is off");
+        }
+    });
+    let state = AdminState {
+        backend: backend.clone(),
+        plugins: plugins.clone(),
+        granularity: config.worker.retry_granularity,
+    };
+    let addr = admin
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    info!(backend = B::KIND, "admin API listening on http://{addr}");
+    tasks.spawn(admin_api(admin, state, shutdown.clone()));
+    if let Some(file) = config.demo_jobs {
+        let state = AdminState {
+            backend: backend.clone(),
+            plugins: plugins.clone(),
+            granularity: config.worker.retry_granularity,
+        };
+        tasks.spawn(async move { enqueue_demo(&file, &state).await });
+    }
+    Worker::new(backend, plugins, config.worker)
+        .run(shutdown)
+        .await;
+    while tasks.join_next().await.is_some() {}
+    info!("host stopped");
+    Ok(())
+}
+
+async fn admin_api<B: AdminBackend>(
+    listener: TcpListener,
+    state: AdminState<B>,
+    shutdown: CancellationToken,
+) {
+    if let Err(err) = admin::serve(listener, state, shutdown).await {
+        error!(error = %err, "the admin API stopped");
+    }
+}
+
+/// A line of the demo jobs file.
+#[derive(Debug, Deserialize)]
+struct DemoJob {
+    job_type: String,
+    payload: serde_json::Value,
+}
+
+/// Enqueue every job of `file` whose job type a loaded plugin serves.
+async fn enqueue_demo<B: AdminBackend>(file: &Path, state: &AdminState<B>) {
+    let text = match tokio::fs::read_to_string(file).await {
+        Ok(text) => text,
+        Err(err) => {
+            error!(file = %file.display(), error = %err, "cannot read the demo jobs");
+            return;
+        }
+    };
+    let registry = state.plugins.current();
+    let mut enqueued = 0;
+    for (index, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let line_no = index + 1;
+        let job: DemoJob = match serde_json::from_str(line) {
+            Ok(job) => job,
+            Err(err) => {
+                warn!(file = %file.display(), line = line_no, error = %err, "skipping a demo line that is not {{\"job_type\", \"payload\"}}");
+                continue;
+            }
+        };
+        let Some(route) = registry.route(&job.job_type) else {
+            warn!(job_type = %job.job_type, line = line_no, "skipping a demo job no loaded plugin serves");
+            continue;
+        };
+        match admin::enqueue(
+            &state.backend,
+            &route.queue,
+            &job.job_type,
+            &job.payload,
+            None,
+            state.granularity,
+        )
+        .await
+        {
+            Ok(done) => {
+                info!(job_type = %job.job_type, job_id = %done.job_id, "demo job enqueued");
+                enqueued += 1;
+            }
+            Err(err) => error!(job_type = %job.job_type, error = %err, "demo job not enqueued"),
+        }
+    }
+    info!(enqueued, file = %file.display(), "demo jobs enqueued");
+}

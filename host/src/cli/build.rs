@@ -1,0 +1,239 @@
+//! `jobhost build`: compile plugin crates for `wasm32-wasip2` and swap the components
+//! into the plugin directory atomically.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+use tokio::process::Command;
+use tracing::{error, info, warn};
+
+/// The target plugins are compiled for.
+const WASM_TARGET: &str = "wasm32-wasip2";
+
+/// A plugin crate: a directory of the plugin directory with a `Cargo.toml`.
+#[derive(Debug, Clone)]
+pub(super) struct PluginCrate {
+    /// The package name.
+    pub(super) name: String,
+    /// Its directory.
+    pub(super) dir: PathBuf,
+    /// Where cargo puts what it builds (a workspace member shares the workspace's).
+    target_dir: PathBuf,
+}
+
+impl PluginCrate {
+    fn manifest(&self) -> PathBuf {
+        self.dir.join("Cargo.toml")
+    }
+
+    /// The component's file name in the plugin directory: the crate name with underscores,
+    /// as cargo names the artifact.
+    pub(super) fn wasm_name(&self) -> String {
+        format!("{}.wasm", self.name.replace('-', "_"))
+    }
+}
+
+/// `jobhost build [NAME...]`.
+pub(super) async fn run(dir: &Path, names: &[String]) -> anyhow::Result<()> {
+    let crates = select(discover(dir).await?, names)?;
+    ensure_wasm_target().await?;
+    let mut failed = Vec::new();
+    for plugin in &crates {
+        if build(dir, plugin).await.is_err() {
+            failed.push(plugin.name.as_str());
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "the build of {} failed; cargo's errors are above",
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The plugin crates directly under `dir`, by name.
+pub(super) async fn discover(dir: &Path) -> anyhow::Result<Vec<PluginCrate>> {
+    let entries = std::fs::read_dir(dir).with_context(|| {
+        format!(
+            "cannot read the plugin directory `{}`: run from the directory that holds \
+             `plugins/`, or pass `--plugins DIR`",
+            dir.display()
+        )
+    })?;
+    let mut crates = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        if path.join("Cargo.toml").is_file() {
+            crates.push(describe(&path).await?);
+        }
+    }
+    crates.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(crates)
+}
+
+fn select(crates: Vec<PluginCrate>, names: &[String]) -> anyhow::Result<Vec<PluginCrate>> {
+    if names.is_empty() {
+        if crates.is_empty() {
+            bail!("no plugin crate to build: create one with `jobhost new NAME`");
+        }
+        return Ok(crates);
+    }
+    let known: Vec<&str> = crates.iter().map(|c| c.name.as_str()).collect();
+    for name in names {
+        if !known.contains(&name.as_str()) {
+            bail!(
+                "no plugin crate named `{name}` in the plugin directory; there are: {}",
+                known.join(", ")
+            );
+        }
+    }
+    Ok(crates
+        .into_iter()
+        .filter(|c| names.contains(&c.name))
+        .collect())
+}
+
+#[derive(Debug, Deserialize)]
+struct Metadata {
+    packages: Vec<Package>,
+    target_directory: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+struct Package {
+    name: String,
+    manifest_path: PathBuf,
+}
+
+/// Ask cargo for the crate's name and target directory, which depend on its workspace.
+async fn describe(dir: &Path) -> anyhow::Result<PluginCrate> {
+    let manifest = dir.join("Cargo.toml");
+    let output = cargo()
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .context("cannot run `cargo metadata`: is cargo installed and on PATH?")?;
+    if !output.status.success() {
+        bail!(
+            "`{}` is not a crate cargo can read:\n{}",
+            manifest.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let metadata: Metadata =
+        serde_json::from_slice(&output.stdout).context("cannot read `cargo metadata` output")?;
+    let manifest = std::fs::canonicalize(&manifest)?;
+    let package = metadata
+        .packages
+        .into_iter()
+        .find(|p| p.manifest_path == manifest)
+        .with_context(|| format!("cargo does not list `{}` as a package", manifest.display()))?;
+    Ok(PluginCrate {
+        name: package.name,
+        dir: dir.to_owned(),
+        target_dir: metadata.target_directory,
+    })
+}
+
+/// Build `plugin` and swap its component into `dir`. Cargo's output, errors included,
+/// goes to stderr as it comes.
+pub(super) async fn build(dir: &Path, plugin: &PluginCrate) -> anyhow::Result<PathBuf> {
+    let started = Instant::now();
+    info!(plugin = %plugin.name, "building: cargo build --release --target {WASM_TARGET} -p {}", plugin.name);
+    let status = cargo()
+        .args([
+            "build",
+            "--release",
+            "--target",
+            WASM_TARGET,
+            "-p",
+            &plugin.name,
+        ])
+        .arg("--manifest-path")
+        .arg(plugin.manifest())
+        .kill_on_drop(true)
+        .status()
+        .await
+        .context("cannot run `cargo build`")?;
+    if !status.success() {
+        error!(plugin = %plugin.name, %status, "build failed; see cargo's errors above");
+        bail!("the build of `{}` failed ({status})", plugin.name);
+    }
+    let built = plugin
+        .target_dir
+        .join(WASM_TARGET)
+        .join("release")
+        .join(plugin.wasm_name());
+    let dest = dir.join(plugin.wasm_name());
+    swap_in(&built, &dest)?;
+    let size = std::fs::metadata(&dest)
+        .map(|m| m.len() / 1024)
+        .unwrap_or(0);
+    info!(plugin = %plugin.name, file = %dest.display(), size_kib = size, took = ?started.elapsed(), "built");
+    Ok(dest)
+}
+
+/// Copy `built` to `dest` through a temporary file in the same directory and a rename, so
+/// a host watching the directory never reads a half-written component. The temporary
+/// name does not end in `.wasm`, so the host ignores it.
+fn swap_in(built: &Path, dest: &Path) -> anyhow::Result<()> {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dest.with_file_name(format!(".{name}.tmp"));
+    std::fs::copy(built, &temp)
+        .with_context(|| format!("cannot copy `{}` to `{}`", built.display(), temp.display()))?;
+    std::fs::rename(&temp, dest)
+        .with_context(|| format!("cannot move `{}` to `{}`", temp.display(), dest.display()))
+}
+
+/// Make sure the toolchain has the plugin target: `rustup target add` it if missing.
+pub(super) async fn ensure_wasm_target() -> anyhow::Result<()> {
+    if has_wasm_target().await {
+        return Ok(());
+    }
+    warn!("the `{WASM_TARGET}` target is missing; trying `rustup target add {WASM_TARGET}`");
+    let added = Command::new("rustup")
+        .args(["target", "add", WASM_TARGET])
+        .status()
+        .await
+        .is_ok_and(|status| status.success());
+    if added && has_wasm_target().await {
+        return Ok(());
+    }
+    bail!(
+        "the Rust target `{WASM_TARGET}` is not installed and could not be added; run \
+         `rustup target add {WASM_TARGET}` and try again"
+    )
+}
+
+async fn has_wasm_target() -> bool {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Ok(output) = Command::new(rustc)
+        .args(["--print", "target-libdir", "--target", WASM_TARGET])
+        .output()
+        .await
+    else {
+        return false;
+    };
+    let libdir = String::from_utf8_lossy(&output.stdout);
+    output.status.success() && Path::new(libdir.trim()).is_dir()
+}
+
+/// The cargo that runs `jobhost` (under `cargo run`), else the one on PATH.
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}

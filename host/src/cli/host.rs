@@ -1,0 +1,115 @@
+//! `jobhost run`: a host on RabbitMQ or on the in-memory broker, until Ctrl-C or SIGTERM.
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use jobhost::app::{self, DEMO_JOBS, HostConfig};
+use jobhost::broker::{MemoryBackend, RabbitMqBackend, RabbitMqOptions};
+use jobhost::plugin::EngineConfig;
+use jobhost::policy::Granularity;
+use jobhost::worker::WorkerConfig;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::HostArgs;
+
+/// Jobs at once unless `--concurrency` says otherwise: the engine's default pool of 64
+/// instances less the one kept for loads.
+pub(super) const DEFAULT_CONCURRENCY: u32 = 63;
+/// The most `--concurrency` accepts; each job holds a pool slot with its own reservation
+/// of address space.
+pub(super) const MAX_CONCURRENCY: u32 = 1023;
+
+/// `jobhost run`.
+pub(super) async fn run(args: HostArgs) -> anyhow::Result<()> {
+    run_until_signal(&args, CancellationToken::new()).await
+}
+
+/// Run the host until Ctrl-C, SIGTERM or `shutdown`; a signal cancels `shutdown`.
+pub(super) async fn run_until_signal(
+    args: &HostArgs,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let served = serve(args, shutdown).await;
+    signals.abort();
+    served
+}
+
+async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let dir = &args.plugins.dir;
+    if !dir.is_dir() {
+        bail!(
+            "the plugin directory `{}` does not exist: create it, run from the directory that \
+             holds `plugins/`, or pass `--plugins DIR`",
+            dir.display()
+        );
+    }
+    let admin = TcpListener::bind(&args.admin)
+        .await
+        .with_context(|| format!("cannot listen on `{}` for the admin API", args.admin))?;
+    let config = HostConfig {
+        plugin_dir: dir.clone(),
+        worker: WorkerConfig {
+            concurrency: args.concurrency as usize,
+            retry_granularity: Granularity::new(args.retry_granularity),
+            ..WorkerConfig::default()
+        },
+        // One slot more than the concurrency, kept for loads: jobs never wait for the pool.
+        engine: EngineConfig {
+            max_instances: args.concurrency + 1,
+            ..EngineConfig::default()
+        },
+        demo_jobs: args.demo.then(|| dir.join(DEMO_JOBS)),
+    };
+    match &args.amqp {
+        Some(url) => {
+            let options = RabbitMqOptions::default();
+            let backend = RabbitMqBackend::connect(url, options)
+                .await
+                .context("cannot connect to RabbitMQ")?;
+            info!("connected to RabbitMQ");
+            app::run(Arc::new(backend), admin, config, shutdown).await?;
+        }
+        None => {
+            warn_memory_backend();
+            app::run(MemoryBackend::new(), admin, config, shutdown).await?;
+        }
+    }
+    Ok(())
+}
+
+fn warn_memory_backend() {
+    let rule = "=".repeat(78);
+    warn!("{rule}");
+    warn!("NO BROKER: running on the IN-MEMORY backend (no --amqp URL, no AMQP_URL).");
+    warn!(
+        "NOTHING SURVIVES A RESTART: queued jobs, retries and dead letters die with this process."
+    );
+    warn!("For real work run RabbitMQ and pass `--amqp amqp://user:pass@host:5672/%2f`.");
+    warn!("{rule}");
+}
+
+/// Cancel `shutdown` on the first Ctrl-C (SIGINT) or SIGTERM.
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(err) => {
+                warn!(error = %err, "cannot listen for SIGTERM; only Ctrl-C stops the host");
+                let _ = tokio::signal::ctrl_c().await;
+                shutdown.cancel();
+                return;
+            }
+        };
+    let signal = tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = terminate.recv() => "SIGTERM",
+    };
+    info!(
+        signal,
+        "shutting down: running jobs finish, nothing new is pulled"
+    );
+    shutdown.cancel();
+}

@@ -1,0 +1,221 @@
+//! The command line: arguments, logging, dispatch, and what a failure's exit code is.
+//!
+//! Exit codes: 0 done, 1 the operation failed, 2 usage (from clap), 3 the host or the
+//! broker cannot be reached.
+
+mod build;
+mod dev;
+mod diagnose;
+mod host;
+mod ops;
+mod scaffold;
+mod table;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use jobhost::admin::{DEFAULT_ADDR, DEFAULT_DEAD_LIMIT};
+use tracing_subscriber::EnvFilter;
+
+pub(crate) use diagnose::{EXIT_FAILED, diagnose};
+
+/// Log filter of commands that run a host or a build: our info, the libraries' warnings.
+const HOST_LOG: &str = "info,wasmtime=warn,cranelift=warn,lapin=warn,notify=warn";
+/// Log filter of the client commands, whose output is their answer.
+const CLIENT_LOG: &str = "warn";
+
+/// A RabbitMQ job host whose job handlers are hot-reloaded WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "jobhost", version, propagate_version = true)]
+pub(crate) struct Cli {
+    /// Log filter in RUST_LOG syntax, e.g. `debug` or `info,jobhost::guest=debug`.
+    #[arg(long, global = true, env = "RUST_LOG", value_name = "FILTER")]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the host: load the plugin directory, follow its changes, work the queues.
+    Run(HostArgs),
+    /// Build the plugins, run the host, and rebuild a plugin whenever its sources change.
+    Dev(HostArgs),
+    /// Compile plugin crates to `wasm32-wasip2` and drop them into the plugin directory.
+    Build(BuildArgs),
+    /// Create a plugin crate with a queue, a job and its handler, ready to build.
+    New(NewArgs),
+    /// Enqueue a job by its type name and JSON payload.
+    Enqueue(EnqueueArgs),
+    /// List the running host's plugins, queues, jobs and effective policies.
+    Plugins(ClientArgs),
+    /// Show a job type's effective retry policy and its wait schedule.
+    Policy(PolicyArgs),
+    /// Look at, replay or drop the dead letters of a queue.
+    Dead {
+        #[command(subcommand)]
+        action: DeadAction,
+    },
+}
+
+/// Where the plugins are.
+#[derive(Debug, Args)]
+struct PluginDirArg {
+    /// The plugin directory: `*.wasm` files the host loads, and plugin crates to build.
+    #[arg(long = "plugins", value_name = "DIR", default_value = "plugins")]
+    dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct HostArgs {
+    #[command(flatten)]
+    plugins: PluginDirArg,
+    /// The RabbitMQ broker; without one the host runs on an in-memory broker that loses
+    /// everything on exit.
+    #[arg(long, env = "AMQP_URL", value_name = "URL", hide_env_values = true)]
+    amqp: Option<String>,
+    /// Jobs running at once; the engine's instance pool is sized to fit.
+    #[arg(long, value_name = "N", default_value_t = host::DEFAULT_CONCURRENCY,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(host::MAX_CONCURRENCY)))]
+    concurrency: u32,
+    /// The step retry and deferral delays are rounded up to (each distinct delay is a
+    /// hold queue).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
+    retry_granularity: Duration,
+    /// Where the admin API listens.
+    #[arg(long, env = "JOBHOST_ADMIN", value_name = "ADDR", default_value = DEFAULT_ADDR)]
+    admin: String,
+    /// Enqueue `demo-jobs.jsonl` of the plugin directory once the plugins are loaded.
+    #[arg(long)]
+    demo: bool,
+}
+
+#[derive(Debug, Args)]
+struct BuildArgs {
+    #[command(flatten)]
+    plugins: PluginDirArg,
+    /// The plugin crates to build (package names); all of them when none is given.
+    #[arg(value_name = "NAME")]
+    names: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct NewArgs {
+    #[command(flatten)]
+    plugins: PluginDirArg,
+    /// The crate's name: lowercase letters, digits and `-`, starting with a letter.
+    name: String,
+}
+
+/// How a client command reaches the host or the broker.
+#[derive(Debug, Args)]
+struct ClientArgs {
+    /// The running host's admin API.
+    #[arg(long, env = "JOBHOST_ADMIN", value_name = "ADDR", default_value = DEFAULT_ADDR)]
+    admin: String,
+    /// Talk to this RabbitMQ broker directly where the operation allows it.
+    #[arg(long, env = "AMQP_URL", value_name = "URL", hide_env_values = true)]
+    amqp: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct EnqueueArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// The job type, e.g. `email.SendEmail`.
+    job_type: String,
+    /// The payload, as JSON.
+    #[arg(value_parser = json)]
+    payload: serde_json::Value,
+    /// Deliver after this long, e.g. `30s`.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    delay: Option<Duration>,
+    /// The job's queue, for RabbitMQ without a running host to ask.
+    #[arg(long, value_name = "QUEUE")]
+    queue: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct PolicyArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// The job type.
+    job_type: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum DeadAction {
+    /// List the dead letters of QUEUE with their reasons, oldest first.
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The work queue whose dead letters to list.
+        queue: String,
+        /// The most to list.
+        #[arg(long, default_value_t = DEFAULT_DEAD_LIMIT)]
+        limit: usize,
+    },
+    /// Put the dead letters of QUEUE back on it, as attempt 1 with their job ids.
+    Replay {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The work queue.
+        queue: String,
+    },
+    /// Drop the dead letters of QUEUE.
+    Purge {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The work queue.
+        queue: String,
+    },
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    jobhost_sdk::parse_duration(text).map_err(|err| err.to_string())
+}
+
+fn json(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))
+}
+
+/// Human log lines on stderr, filtered by `--log`/`RUST_LOG` or the command's default.
+pub(crate) fn init_logging(cli: &Cli) {
+    let default = match cli.command {
+        Command::Run(_) | Command::Dev(_) | Command::Build(_) | Command::New(_) => HOST_LOG,
+        _ => CLIENT_LOG,
+    };
+    let filter = match cli.log.as_deref().map(EnvFilter::try_new) {
+        Some(Ok(filter)) => filter,
+        Some(Err(err)) => {
+            eprintln!("warning: ignoring the log filter (--log or RUST_LOG): {err}");
+            EnvFilter::new(default)
+        }
+        None => EnvFilter::new(default),
+    };
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .init();
+}
+
+/// Run the command.
+pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run(args) => host::run(args).await,
+        Command::Dev(args) => dev::run(args).await,
+        Command::Build(args) => build::run(&args.plugins.dir, &args.names).await,
+        Command::New(args) => scaffold::run(&args.plugins.dir, &args.name),
+        Command::Enqueue(args) => ops::enqueue(args).await,
+        Command::Plugins(args) => ops::plugins(args).await,
+        Command::Policy(args) => ops::policy(args).await,
+        Command::Dead { action } => ops::dead(action).await,
+    }
+}

@@ -1,0 +1,309 @@
+//! The client commands: `enqueue`, `plugins`, `policy` and `dead`.
+//!
+//! With `--amqp`/AMQP_URL, `enqueue` and `dead` talk to RabbitMQ directly; everything else
+//! (and everything on the in-memory broker, which lives inside the host) goes through the
+//! running host's admin API.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use jobhost::admin::api::{
+    BackoffView, DeadLetterView, EnqueueRequest, PluginView, PolicyReport, PolicyView, millis,
+};
+use jobhost::admin::{self, AdminBackend, AdminClient};
+use jobhost::broker::{RabbitMqBackend, RabbitMqOptions};
+use jobhost::policy::Granularity;
+use jobhost_sdk::QueueConfig;
+use serde::Serialize;
+
+use super::table::{duration, render};
+use super::{ClientArgs, DeadAction, EnqueueArgs, PolicyArgs};
+
+/// How long a client command waits out a broker outage before it fails.
+const BROKER_PATIENCE: Duration = Duration::from_secs(5);
+
+/// `jobhost enqueue JOB_TYPE JSON`.
+pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
+    let client = AdminClient::new(&args.client.admin);
+    let enqueued = match &args.client.amqp {
+        None => {
+            let request = EnqueueRequest {
+                job_type: args.job_type.clone(),
+                payload: args.payload.clone(),
+                delay_ms: args.delay.map(millis),
+            };
+            client.enqueue(&request).await?
+        }
+        Some(url) => {
+            let queue = match &args.queue {
+                Some(queue) => QueueConfig::new(queue.as_str()),
+                None => QueueConfig::from(
+                    &client
+                        .policy(&args.job_type)
+                        .await
+                        .context(
+                            "pass `--queue QUEUE`, or start the host, which knows each job's queue",
+                        )?
+                        .queue,
+                ),
+            };
+            let broker = connect(url).await?;
+            admin::enqueue(
+                &broker,
+                &queue,
+                &args.job_type,
+                &args.payload,
+                args.delay,
+                Granularity::default(),
+            )
+            .await
+            .with_context(|| format!("cannot enqueue on `{}`", queue.name))?
+        }
+    };
+    if args.client.json {
+        return print_json(&enqueued);
+    }
+    let delay = enqueued
+        .delay_ms
+        .map(|ms| format!(", delivered in {}", duration(ms)))
+        .unwrap_or_default();
+    println!(
+        "enqueued {} as job {} on queue {}{delay}",
+        args.job_type, enqueued.job_id, enqueued.queue
+    );
+    Ok(())
+}
+
+/// `jobhost plugins`.
+pub(super) async fn plugins(args: ClientArgs) -> anyhow::Result<()> {
+    let plugins = AdminClient::new(&args.admin).plugins().await?;
+    if args.json {
+        return print_json(&plugins);
+    }
+    if plugins.is_empty() {
+        println!(
+            "no plugin is loaded: build one with `jobhost build`, or drop a *.wasm into the plugin directory"
+        );
+        return Ok(());
+    }
+    for plugin in &plugins {
+        print_plugin(plugin);
+    }
+    Ok(())
+}
+
+fn print_plugin(plugin: &PluginView) {
+    println!(
+        "{} (version {}, {})",
+        plugin.name, plugin.version, plugin.file
+    );
+    let queues: Vec<Vec<String>> = plugin
+        .queues
+        .iter()
+        .map(|q| {
+            vec![
+                q.name.clone(),
+                q.prefetch.to_string(),
+                q.max_priority.to_string(),
+                q.timeout_ms.map_or_else(|| "-".to_owned(), duration),
+                describe(&q.retry),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        render(
+            &["Queue", "Prefetch", "Max priority", "Timeout", "Retry"],
+            &queues
+        )
+    );
+    let jobs: Vec<Vec<String>> = plugin
+        .jobs
+        .iter()
+        .map(|j| {
+            vec![
+                j.name.clone(),
+                j.queue.clone(),
+                describe(&j.policy),
+                format!("{:?}", j.source).to_lowercase(),
+            ]
+        })
+        .collect();
+    println!(
+        "{}\n",
+        render(&["Job type", "Queue", "Effective policy", "From"], &jobs)
+    );
+}
+
+/// `3 attempts, exponential 1s..300s x2, jitter`.
+fn describe(policy: &PolicyView) -> String {
+    let attempts = match policy.max_attempts {
+        1 => "1 attempt".to_owned(),
+        n => format!("{n} attempts"),
+    };
+    let backoff = match &policy.backoff {
+        BackoffView::None => "no wait".to_owned(),
+        BackoffView::Fixed { delay_ms } => format!("fixed {}", duration(*delay_ms)),
+        BackoffView::Exponential {
+            base_ms,
+            factor,
+            max_ms,
+            jitter,
+        } => format!(
+            "exponential {}..{} x{factor}{}",
+            duration(*base_ms),
+            duration(*max_ms),
+            if *jitter { ", full jitter" } else { "" }
+        ),
+    };
+    if policy.max_attempts <= 1 {
+        attempts
+    } else {
+        format!("{attempts}, {backoff}")
+    }
+}
+
+/// `jobhost policy JOB_TYPE`.
+pub(super) async fn policy(args: PolicyArgs) -> anyhow::Result<()> {
+    let report = AdminClient::new(&args.client.admin)
+        .policy(&args.job_type)
+        .await?;
+    if args.client.json {
+        return print_json(&report);
+    }
+    print_policy(&report);
+    Ok(())
+}
+
+fn print_policy(report: &PolicyReport) {
+    println!(
+        "{} on queue {} (plugin {})",
+        report.job_type, report.queue.name, report.plugin
+    );
+    println!(
+        "policy: {}, from {}",
+        describe(&report.policy),
+        report.source.describe()
+    );
+    let rows: Vec<Vec<String>> = report
+        .schedule
+        .iter()
+        .map(|row| {
+            let attempt = if row.and_later {
+                format!("{} and later", row.failed_attempt)
+            } else {
+                row.failed_attempt.to_string()
+            };
+            let cap = if row.capped { " (the cap)" } else { "" };
+            vec![attempt, format!("{}{cap}", duration(row.computed_wait_ms))]
+        })
+        .collect();
+    println!("{}", render(&["Failed attempt", "Computed wait"], &rows));
+    let max = report.policy.max_attempts;
+    match max {
+        1 => println!("One attempt: the first failure dead-letters the job, no wait is used."),
+        _ => println!(
+            "Attempt {max} is the last: when it fails the job is dead-lettered, so the waits \
+             after failed attempts 1 to {} are the ones used.",
+            max - 1
+        ),
+    }
+    if let BackoffView::Exponential { jitter: true, .. } = report.policy.backoff {
+        println!("With jitter, each wait is drawn uniformly from [0, computed wait].");
+    }
+}
+
+/// `jobhost dead list|replay|purge QUEUE`.
+pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
+    match action {
+        DeadAction::List {
+            client,
+            queue,
+            limit,
+        } => {
+            let letters = match &client.amqp {
+                Some(url) => connect(url).await?.list_dead(&queue, limit).await?,
+                None => {
+                    AdminClient::new(&client.admin)
+                        .dead_letters(&queue, limit)
+                        .await?
+                }
+            };
+            if client.json {
+                return print_json(&letters);
+            }
+            print_dead_letters(&queue, &letters);
+        }
+        DeadAction::Replay { client, queue } => {
+            let report = match &client.amqp {
+                Some(url) => connect(url).await?.replay_dead(&queue).await?,
+                None => {
+                    AdminClient::new(&client.admin)
+                        .replay_dead_letters(&queue)
+                        .await?
+                }
+            };
+            if client.json {
+                return print_json(&report);
+            }
+            println!(
+                "replayed {} dead letter(s) of {queue} as attempt 1; {} that are not jobs stay dead",
+                report.replayed, report.skipped
+            );
+        }
+        DeadAction::Purge { client, queue } => {
+            let report = match &client.amqp {
+                Some(url) => connect(url).await?.purge_dead(&queue).await?,
+                None => {
+                    AdminClient::new(&client.admin)
+                        .purge_dead_letters(&queue)
+                        .await?
+                }
+            };
+            if client.json {
+                return print_json(&report);
+            }
+            println!("purged {} dead letter(s) of {queue}", report.purged);
+        }
+    }
+    Ok(())
+}
+
+fn print_dead_letters(queue: &str, letters: &[DeadLetterView]) {
+    if letters.is_empty() {
+        println!("no dead letters in {queue}");
+        return;
+    }
+    let rows: Vec<Vec<String>> = letters
+        .iter()
+        .map(|letter| {
+            let or_dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+            vec![
+                or_dash(letter.job_id.map(|id| id.to_string())),
+                or_dash(letter.job_type.clone()),
+                or_dash(letter.attempts.map(|a| a.to_string())),
+                or_dash(letter.reason.clone()),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        render(&["Job id", "Job type", "Attempts", "Reason"], &rows)
+    );
+}
+
+async fn connect(url: &str) -> anyhow::Result<Arc<RabbitMqBackend>> {
+    let options = RabbitMqOptions::default()
+        .connection_name("jobhost-cli")
+        .outage_timeout(BROKER_PATIENCE);
+    let backend = RabbitMqBackend::connect(url, options)
+        .await
+        .context("cannot connect to RabbitMQ")?;
+    Ok(Arc::new(backend))
+}
+
+fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! `jobhost new NAME`: a plugin crate that builds and loads as generated.
+//!
+//! The crate is its own cargo workspace (an empty `[workspace]` table) rather than a
+//! member of the project's: `jobhost new` then never edits a `Cargo.toml` it does not
+//! own, works in any plugin directory (inside this repository or not), and a half-written
+//! plugin cannot break `cargo build`/`cargo test --workspace` of everything else. The
+//! price is a target directory of its own, so its first build compiles its dependencies.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use tracing::info;
+
+/// Where this binary's own SDK lies, for a plugin directory outside the repository.
+const BUILT_FROM_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
+
+/// `jobhost new NAME`.
+pub(super) fn run(dir: &Path, name: &str) -> anyhow::Result<()> {
+    check_name(name)?;
+    let dir = std::fs::canonicalize(dir).with_context(|| {
+        format!(
+            "the plugin directory `{}` does not exist: create it, or pass `--plugins DIR`",
+            dir.display()
+        )
+    })?;
+    let root = dir.join(name);
+    if root.exists() {
+        bail!("`{}` already exists; pick another name", root.display());
+    }
+    let sdk = sdk_dependency(&root);
+    std::fs::create_dir_all(root.join("src"))
+        .with_context(|| format!("cannot create `{}`", root.display()))?;
+    write(&root.join("Cargo.toml"), &manifest(name, &sdk.dependency))?;
+    write(&root.join("src/lib.rs"), &library(name))?;
+    write(&root.join(".gitignore"), "/target\n")?;
+    if let Some(lock) = sdk.lockfile {
+        // The project's versions, so the plugin builds with what is already tested.
+        std::fs::copy(&lock, root.join("Cargo.lock"))
+            .with_context(|| format!("cannot copy `{}`", lock.display()))?;
+    }
+    info!(crate_dir = %root.display(), "created plugin `{name}`");
+    println!(
+        "Created {root}.\nNext: edit src/lib.rs, then `jobhost build {name}` compiles it into \
+         {dir}/{wasm}, where a running host loads it.",
+        root = root.display(),
+        dir = dir.display(),
+        wasm = format!("{}.wasm", snake(name)),
+    );
+    Ok(())
+}
+
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let mut chars = name.chars();
+    let starts_well = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !starts_well || !rest_ok || name.ends_with('-') {
+        bail!(
+            "`{name}` is not a plugin name: use lowercase letters, digits and `-`, starting \
+             with a letter (e.g. `image-resizer`)"
+        );
+    }
+    Ok(())
+}
+
+/// How the plugin depends on the SDK, and the lockfile to start from.
+struct Sdk {
+    dependency: String,
+    lockfile: Option<PathBuf>,
+}
+
+/// The SDK of the repository that holds `root`, by relative path; else the SDK this
+/// binary was built from; else the published crate.
+fn sdk_dependency(root: &Path) -> Sdk {
+    for (depth, ancestor) in root.ancestors().enumerate().skip(1) {
+        if is_sdk(&ancestor.join("sdk")) {
+            let up = "../".repeat(depth);
+            return Sdk {
+                dependency: format!("{{ path = \"{up}sdk\" }}"),
+                lockfile: Some(ancestor.join("Cargo.lock")).filter(|l| l.is_file()),
+            };
+        }
+    }
+    match std::fs::canonicalize(BUILT_FROM_SDK) {
+        Ok(sdk) if is_sdk(&sdk) => Sdk {
+            dependency: format!("{{ path = \"{}\" }}", sdk.display()),
+            lockfile: sdk
+                .parent()
+                .map(|repo| repo.join("Cargo.lock"))
+                .filter(|l| l.is_file()),
+        },
+        _ => Sdk {
+            dependency: format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+            lockfile: None,
+        },
+    }
+}
+
+fn is_sdk(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .is_ok_and(|manifest| manifest.contains("name = \"jobhost-sdk\""))
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
+}
+
+/// `image-resizer` -> `image_resizer`.
+fn snake(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// `image-resizer` -> `ImageResizer`.
+fn pascal(name: &str) -> String {
+    name.split('-')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn manifest(name: &str, sdk: &str) -> String {
+    format!(
+        r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+publish = false
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+jobhost-sdk = {sdk}
+serde = {{ version = "1", features = ["derive"] }}
+
+# A workspace of its own: `jobhost build {name}` builds it wherever it lies.
+[workspace]
+
+# Panic messages keep their locations without the debug info, which is most of the size.
+[profile.release]
+debug = "line-tables-only"
+strip = "debuginfo"
+"#
+    )
+}
+
+fn library(name: &str) -> String {
+    let (snake, pascal) = (snake(name), pascal(name));
+    format!(
+        r#"//! The `{name}` plugin: job type `{snake}.Greet` on queue `{snake}.work`.
+//!
+//! Build it with `jobhost build {name}`; a running host loads it from the plugin
+//! directory. Try it with `jobhost enqueue {snake}.Greet '{{"name": "Ada"}}'`.
+
+use jobhost_sdk::{{Job, JobContext, JobError, Level, Queues}};
+use serde::{{Deserialize, Serialize}};
+
+/// The plugin's queues, named `{snake}.<variant in snake_case>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+#[queues(prefix = "{snake}")]
+enum {pascal}Queues {{
+    /// Three attempts with exponential waits (1s, 2s) before a job is dead-lettered.
+    #[queue(retry(max_attempts = 3))]
+    Work,
+}}
+
+/// A greeting to log.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "{snake}.Greet", queue = {pascal}Queues::Work)]
+struct Greet {{
+    name: String,
+}}
+
+/// Greets `job.name`; an empty name is fatal, since no retry can fix it.
+fn greet(job: Greet, ctx: &JobContext) -> Result<(), JobError> {{
+    if job.name.is_empty() {{
+        return Err(JobError::fatal("nobody to greet: `name` is empty"));
+    }}
+    ctx.log(Level::Info, "hello", &[("name", &job.name)]);
+    Ok(())
+}}
+
+jobhost_sdk::plugin!(queues = {pascal}Queues, jobs = {{ Greet => greet }});
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_snake_and_pascal_case() {
+        assert_eq!(snake("image-resizer"), "image_resizer");
+        assert_eq!(pascal("image-resizer"), "ImageResizer");
+        assert_eq!(pascal("a2b"), "A2b");
+    }
+
+    #[test]
+    fn only_lowercase_kebab_names_are_accepted() {
+        for good in ["hello", "image-resizer", "v2-api"] {
+            assert!(check_name(good).is_ok(), "`{good}` is a valid name");
+        }
+        for bad in ["", "Hello", "2fast", "a_b", "trailing-", "sp ace"] {
+            assert!(check_name(bad).is_err(), "`{bad}` is refused");
+        }
+    }
+}

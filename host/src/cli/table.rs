@@ -1,0 +1,65 @@
+//! Human output: tables with aligned columns, and durations as the chapter writes them.
+
+use std::fmt::Write;
+
+/// `headers` and `rows` as a pipe table with padded columns.
+pub(super) fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let padded: Vec<String> = cells
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        format!("| {} |", padded.join(" | "))
+    };
+    let mut out = line(&mut headers.iter().copied());
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(w + 2)).collect();
+    let _ = write!(out, "\n|{}|", rule.join("|"));
+    for row in rows {
+        let _ = write!(out, "\n{}", line(&mut row.iter().map(String::as_str)));
+    }
+    out
+}
+
+/// `1000` -> `1s`, `300000` -> `300s`, `1500` -> `1.5s`, `250` -> `250ms`.
+pub(super) fn duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        let text = format!("{:.3}", ms as f64 / 1000.0);
+        format!("{}s", text.trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_the_chapter() {
+        assert_eq!(duration(1000), "1s");
+        assert_eq!(duration(300_000), "300s");
+        assert_eq!(duration(1500), "1.5s");
+        assert_eq!(duration(250), "250ms");
+        assert_eq!(duration(0), "0ms");
+    }
+
+    #[test]
+    fn columns_are_as_wide_as_their_widest_cell() {
+        let table = render(
+            &["a", "long header"],
+            &[vec!["wide cell".into(), "x".into()]],
+        );
+        assert_eq!(
+            table,
+            "| a         | long header |\n|-----------|-------------|\n| wide cell | x           |"
+        );
+    }
+}

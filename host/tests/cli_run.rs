@@ -1,0 +1,184 @@
+//! `jobhost run` on the memory backend, driven through the real binary: enqueue, dead
+//! letters, policies, exit codes and a clean Ctrl-C.
+
+mod cli_support;
+
+use std::time::Duration;
+
+use cli_support::{Host, PROCESSING, jobhost, json_of, stdout_of};
+
+#[test]
+fn an_enqueued_job_is_processed_by_the_running_host() {
+    let host = Host::start(&["scripted"]);
+    let output = host.cli(&[
+        "enqueue",
+        "scripted.SendEmail",
+        r#"{"key": "ok@example.com"}"#,
+        "--json",
+    ]);
+    let enqueued = json_of(&output);
+    assert_eq!(
+        enqueued["queue"], "test.emails",
+        "the job goes to its route's queue"
+    );
+    let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains(&job_id) && l.contains("job completed")
+    });
+}
+
+#[test]
+fn a_failed_job_is_listed_with_its_exact_reason_and_replay_runs_it_again_as_attempt_one() {
+    let host = Host::start(&["scripted"]);
+    let payload = r#"{"key": "doomed", "fail_times": 1, "message": "database is down"}"#;
+    let enqueued = json_of(&host.cli(&["enqueue", "scripted.BareJob", payload, "--json"]));
+    let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains(&job_id) && l.contains("job dead-lettered")
+    });
+
+    let reason =
+        "max attempts (1) exhausted after attempt 1: job failed (retryable): database is down";
+    let listed = stdout_of(&host.cli(&["dead", "list", "test.bare"]));
+    assert!(
+        listed.contains(reason) && listed.contains(&job_id),
+        "`dead list` shows the job and the exact reason; it printed:\n{listed}"
+    );
+
+    let seen = host.line_count();
+    let replayed = stdout_of(&host.cli(&["dead", "replay", "test.bare"]));
+    assert!(
+        replayed.contains("replayed 1"),
+        "one letter replayed; it printed:\n{replayed}"
+    );
+    let rerun = host.wait_for_line_after(seen, PROCESSING, |l| {
+        l.contains(&job_id) && l.contains("job dead-lettered")
+    });
+    assert!(
+        rerun.contains("attempt=1"),
+        "the replay runs attempt 1: {rerun}"
+    );
+
+    let letters = json_of(&host.cli(&["dead", "list", "test.bare", "--json"]));
+    let letters = letters.as_array().expect("a list");
+    assert_eq!(
+        letters.len(),
+        1,
+        "the replayed job failed again and is the one dead letter"
+    );
+    assert_eq!(
+        letters[0]["job_id"],
+        job_id.as_str(),
+        "a replay keeps the job id"
+    );
+    assert_eq!(letters[0]["reason"], reason);
+
+    let purged = stdout_of(&host.cli(&["dead", "purge", "test.bare"]));
+    assert!(
+        purged.contains("purged 1"),
+        "purge drops the letter; it printed:\n{purged}"
+    );
+}
+
+#[test]
+fn policy_prints_the_chapters_table_for_the_default_exponential_policy() {
+    let host = Host::start(&["scripted"]);
+    let printed = stdout_of(&host.cli(&["policy", "scripted.JitteredJob"]));
+    let rows: Vec<(String, String)> = printed
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.contains("Failed attempt"))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            (cells[0].to_owned(), cells[1].to_owned())
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("1", "1s"),
+        ("2", "2s"),
+        ("3", "4s"),
+        ("4", "8s"),
+        ("5", "16s"),
+        ("6", "32s"),
+        ("7", "64s"),
+        ("8", "128s"),
+        ("9", "256s"),
+        ("10 and later", "300s (the cap)"),
+    ]
+    .iter()
+    .map(|(a, w)| ((*a).to_owned(), (*w).to_owned()))
+    .collect();
+    assert_eq!(
+        rows, expected,
+        "the chapter's table; the command printed:\n{printed}"
+    );
+    assert!(
+        printed.contains("5 attempts"),
+        "the policy's attempts are named:\n{printed}"
+    );
+
+    let unknown = host.cli(&["policy", "nobody.Serves"]);
+    assert_eq!(
+        unknown.status.code(),
+        Some(1),
+        "an unknown job type is a failed operation"
+    );
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr)
+            .contains("no loaded plugin serves job type `nobody.Serves`")
+    );
+}
+
+#[test]
+fn plugins_lists_loaded_plugins_with_their_jobs_and_effective_policies() {
+    let host = Host::start(&["scripted"]);
+    let plugins = json_of(&host.cli(&["plugins", "--json"]));
+    let jobs = plugins[0]["jobs"].as_array().expect("the plugin's jobs");
+    let bare = jobs
+        .iter()
+        .find(|j| j["name"] == "scripted.BareJob")
+        .expect("BareJob is listed");
+    assert_eq!(
+        bare["source"], "default",
+        "a job on a queue without retry gets the default"
+    );
+    assert_eq!(bare["policy"]["max_attempts"], 1);
+    let table = stdout_of(&host.cli(&["plugins"]));
+    assert!(
+        table.contains("scripted.PatientEmail") && table.contains("5 attempts, fixed 3s"),
+        "{table}"
+    );
+}
+
+#[test]
+fn sigint_stops_run_cleanly_with_exit_code_zero() {
+    let mut host = Host::start(&["noop"]);
+    let status = host.interrupt(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "Ctrl-C is a clean shutdown");
+    host.wait_for_line(Duration::from_secs(5), |l| l.contains("host stopped"));
+}
+
+#[test]
+fn client_commands_without_a_host_exit_3_and_say_how_to_start_one() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let addr = free.local_addr().expect("its address").to_string();
+    drop(free);
+    let output = jobhost()
+        .args(["plugins", "--admin", &addr])
+        .output()
+        .expect("jobhost runs");
+    assert_eq!(output.status.code(), Some(3), "an unreachable host exits 3");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("is `jobhost run` running?"),
+        "the error says what to do:\n{stderr}"
+    );
+}
+
+#[test]
+fn a_payload_that_is_not_json_is_a_usage_error() {
+    let output = jobhost()
+        .args(["enqueue", "scripted.SendEmail", "{not json"])
+        .output()
+        .expect("jobhost runs");
+    assert_eq!(output.status.code(), Some(2), "clap's usage exit code");
+}

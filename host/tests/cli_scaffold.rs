@@ -1,0 +1,50 @@
+//! `jobhost new` + `jobhost build` + drop-in: a scaffolded plugin compiles and a running
+//! host loads it without a restart. It compiles a crate, so it is the one such test; the
+//! crate lives in a temp plugin directory and builds into the fixtures' target directory,
+//! so nothing is left in the repository and its dependencies are mostly built already.
+
+mod cli_support;
+
+use std::time::Duration;
+
+use cli_support::{Host, PROCESSING, fixtures_target_dir, jobhost, json_of, stdout_of};
+
+/// A cold build of the SDK and serde for `wasm32-wasip2` on a small machine.
+const BUILD: Duration = Duration::from_secs(600);
+
+#[test]
+fn a_scaffolded_plugin_builds_and_loads_into_a_running_host_without_a_restart() {
+    let host = Host::start(&[]);
+    let dir = host
+        .plugin_dir()
+        .to_str()
+        .expect("a UTF-8 temp path")
+        .to_owned();
+    stdout_of(
+        &jobhost()
+            .args(["new", "hello-cli", "--plugins", &dir])
+            .output()
+            .expect("jobhost new runs"),
+    );
+
+    let build = jobhost()
+        .args(["build", "hello-cli", "--plugins", &dir])
+        .env("CARGO_TARGET_DIR", fixtures_target_dir())
+        .output()
+        .expect("jobhost build runs");
+    assert!(
+        build.status.success(),
+        "the scaffold builds as generated; stderr:\n{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    host.wait_for_line(BUILD, |l| {
+        l.contains("plugin loaded") && l.contains("hello_cli.wasm")
+    });
+
+    let enqueued =
+        json_of(&host.cli(&["enqueue", "hello_cli.Greet", r#"{"name": "Ada"}"#, "--json"]));
+    let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains(&job_id) && l.contains("job completed")
+    });
+}

@@ -1,0 +1,219 @@
+//! Driving the real `jobhost` binary: a host process on the memory backend with a temp
+//! plugin directory, its log lines collected, and the client commands run against it.
+//! Every wait is bounded; the host is killed when dropped.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// How long a host may take to load its plugins and listen.
+pub const STARTUP: Duration = Duration::from_secs(60);
+/// How long a job may take to show up in the log.
+pub const PROCESSING: Duration = Duration::from_secs(30);
+
+/// The binary under test, with an environment that cannot point it elsewhere: no broker
+/// URL (CI exports one), no admin address, our own log filter.
+pub fn jobhost() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_jobhost"));
+    command
+        .env_remove("AMQP_URL")
+        .env_remove("JOBHOST_ADMIN")
+        .env("RUST_LOG", "info,wasmtime=warn,cranelift=warn")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    command
+}
+
+/// The log lines of a child, shared with the thread that reads them.
+#[derive(Debug, Clone, Default)]
+struct Lines(Arc<(Mutex<Vec<String>>, Condvar)>);
+
+impl Lines {
+    fn follow(&self, stream: impl std::io::Read + Send + 'static) {
+        let lines = self.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let (store, changed) = &*lines.0;
+                store.lock().expect("the log lock").push(line);
+                changed.notify_all();
+            }
+        });
+    }
+
+    fn all(&self) -> Vec<String> {
+        self.0.0.lock().expect("the log lock").clone()
+    }
+
+    /// The first line matching `wanted` (counting from `skip`), waiting at most `timeout`.
+    fn wait(
+        &self,
+        skip: usize,
+        timeout: Duration,
+        wanted: &dyn Fn(&str) -> bool,
+    ) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        let (store, changed) = &*self.0;
+        let mut lines = store.lock().expect("the log lock");
+        loop {
+            if let Some(line) = lines.iter().skip(skip).find(|l| wanted(l)) {
+                return Some(line.clone());
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            lines = changed.wait_timeout(lines, left).expect("the log lock").0;
+        }
+    }
+}
+
+/// A `jobhost run` process.
+#[derive(Debug)]
+pub struct Host {
+    child: Child,
+    lines: Lines,
+    /// The admin API's address, read from the log.
+    pub admin: String,
+    /// The plugin directory.
+    pub dir: TempDir,
+}
+
+impl Host {
+    /// `jobhost run` on a temp plugin directory holding these fixtures, once its admin API
+    /// listens.
+    pub fn start(fixtures: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("a temp plugin directory");
+        for name in fixtures {
+            std::fs::copy(
+                jobhost_fixtures::wasm(name),
+                dir.path().join(format!("{name}.wasm")),
+            )
+            .expect("the fixture copies into the plugin directory");
+        }
+        let mut child = jobhost()
+            .args([
+                "run",
+                "--admin",
+                "127.0.0.1:0",
+                "--concurrency",
+                "4",
+                "--plugins",
+            ])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("jobhost starts");
+        let lines = Lines::default();
+        lines.follow(child.stderr.take().expect("stderr is piped"));
+        let mut host = Self {
+            child,
+            lines,
+            admin: String::new(),
+            dir,
+        };
+        let listening =
+            host.wait_for_line(STARTUP, |l| l.contains("admin API listening on http://"));
+        host.admin = listening
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("the log names the admin address")
+            .to_owned();
+        host
+    }
+
+    /// The plugin directory's path.
+    pub fn plugin_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The first log line matching `wanted`, panicking with the whole log after `timeout`.
+    pub fn wait_for_line(&self, timeout: Duration, wanted: impl Fn(&str) -> bool) -> String {
+        self.wait_for_line_after(0, timeout, wanted)
+    }
+
+    /// Like [`Host::wait_for_line`], ignoring the first `skip` lines.
+    pub fn wait_for_line_after(
+        &self,
+        skip: usize,
+        timeout: Duration,
+        wanted: impl Fn(&str) -> bool,
+    ) -> String {
+        self.lines.wait(skip, timeout, &wanted).unwrap_or_else(|| {
+            panic!(
+                "no matching host log line within {timeout:?}; the log:\n{}",
+                self.lines.all().join("\n")
+            )
+        })
+    }
+
+    /// How many lines the host logged so far.
+    pub fn line_count(&self) -> usize {
+        self.lines.all().len()
+    }
+
+    /// Run `jobhost ARGS --admin <this host>` to completion.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        jobhost()
+            .args(args)
+            .args(["--admin", &self.admin])
+            .output()
+            .expect("the jobhost client runs")
+    }
+
+    /// Send SIGINT, as Ctrl-C does, and wait at most `timeout` for the exit.
+    pub fn interrupt(&mut self, timeout: Duration) -> ExitStatus {
+        let sent = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "SIGINT is delivered");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the host's status") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the host did not exit within {timeout:?} of SIGINT; the log:\n{}",
+                self.lines.all().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// stdout of a command that must have succeeded.
+pub fn stdout_of(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "the command succeeds; status {}, stderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The JSON a `--json` command printed.
+pub fn json_of(output: &Output) -> serde_json::Value {
+    serde_json::from_str(&stdout_of(output)).expect("--json prints JSON")
+}
+
+/// Where the repository's target directory is: the fixtures live in `<target>/plugins`.
+pub fn fixtures_target_dir() -> PathBuf {
+    jobhost_fixtures::dir()
+        .parent()
+        .expect("the fixtures directory has a parent")
+        .to_owned()
+}
