@@ -178,15 +178,9 @@ pub(crate) async fn run(ledger: &mut Ledger, good_jobs: usize) -> Row {
         .iter()
         .filter(|case| matches!(case.expect, Expect::Dead(_)))
         .count();
-    let mut dead = Vec::new();
-    for _ in 0..600 {
-        ledger.drain().await;
-        dead.extend(ledger.take_dead());
-        if dead.len() >= expected_dead {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let dead = ledger
+        .wait_for_dead(expected_dead, Duration::from_secs(60))
+        .await;
     for case in &cases {
         let Expect::Dead(reason) = &case.expect else {
             continue;
@@ -210,5 +204,7 @@ pub(crate) async fn run(ledger: &mut Ledger, good_jobs: usize) -> Row {
         expected_dead,
         "only the bad input is dead-lettered"
     );
-    ledger.row("b: bad input on the work queue", &completed_ids, &dead)
+    let row = ledger.row("b: bad input on the work queue", &completed_ids, &dead);
+    assert_eq!(row.duplicated, 0, "without a kill no job completes twice");
+    row
 }

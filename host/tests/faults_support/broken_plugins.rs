@@ -68,7 +68,12 @@ pub(crate) async fn run(
         .await;
     let dead = ledger.take_dead();
     let scenario = format!("d: {} broken plugin files refused", files.len());
-    ledger.row(&scenario, &ids, &dead)
+    let row = ledger.row(&scenario, &ids, &dead);
+    assert!(
+        row.dead.is_empty() && row.duplicated == 0,
+        "the serving version completes every job once: {row:?}"
+    );
+    row
 }
 
 /// The log line from its `error=` field on, which is where the host says why.

@@ -125,7 +125,6 @@ pub(crate) async fn run(noops: usize) -> Row {
         memory_limit: MEMORY_LIMIT,
         default_timeout: TIMEOUT,
         cache_dir: Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache")),
-        ..EngineConfig::default()
     })
     .expect("engine");
     let mut units = Vec::new();

@@ -118,6 +118,24 @@ impl Ledger {
         }
     }
 
+    /// Drain until at least `count` dead letters are in, failing after `limit`; hands them
+    /// over like [`Ledger::take_dead`].
+    pub(crate) async fn wait_for_dead(&mut self, count: usize, limit: Duration) -> Vec<DeadLetter> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            self.drain().await;
+            if self.dead.len() >= count {
+                return self.take_dead();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {} of {count} dead letters arrived within {limit:?}",
+                self.dead.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The work queue's dead letters drained so far, handed over once.
     pub(crate) fn take_dead(&mut self) -> Vec<DeadLetter> {
         std::mem::take(&mut self.dead)

@@ -39,8 +39,10 @@ impl Row {
 #[derive(Debug, Default)]
 pub(crate) struct Table(pub(crate) Vec<Row>);
 
-/// Long reasons are cut so the table stays readable; the tests assert the full text.
-const REASON_WIDTH: usize = 90;
+/// Long reasons keep their head and tail, where the policy's verdict and the cause are,
+/// so the table stays readable; the tests assert the full text.
+const REASON_HEAD: usize = 30;
+const REASON_TAIL: usize = 60;
 
 impl fmt::Display for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -75,9 +77,11 @@ impl fmt::Display for Table {
 }
 
 fn cut(reason: &str) -> String {
-    let reason = reason.replace('|', "/");
-    match reason.char_indices().nth(REASON_WIDTH) {
-        Some((end, _)) => format!("{}…", &reason[..end]),
-        None => reason,
+    let chars: Vec<char> = reason.replace('|', "/").chars().collect();
+    if chars.len() <= REASON_HEAD + REASON_TAIL {
+        return chars.into_iter().collect();
     }
+    let head: String = chars[..REASON_HEAD].iter().collect();
+    let tail: String = chars[chars.len() - REASON_TAIL..].iter().collect();
+    format!("{head}…{tail}")
 }
