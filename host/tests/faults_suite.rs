@@ -1,0 +1,62 @@
+//! The fault suite: a host process SIGKILLed mid-batch, bad input on a work queue, hostile
+//! plugins under load and broken plugin files, each counted in a ledger kept apart from the
+//! host (see `faults_support::ledger`), ending in a summary table:
+//! scenario | sent | completed | lost | duplicated | dead-lettered (by reason).
+//! No job is ever lost.
+//!
+//! Needs the RabbitMQ broker at `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`);
+//! without one it skips, except in CI (`CI=true`), where it fails.
+//!
+//! Each scenario sends a few thousand jobs by default; for a larger run:
+//!
+//! ```text
+//! JOBHOST_FAULT_JOBS=20000 cargo test -p jobhost --test faults_suite -- --nocapture
+//! ```
+//!
+//! whose last output is the table. One test, because the scenarios share the `ledger`
+//! fixture's queues and one host process, and the table sums them up.
+
+mod faults_support;
+mod support;
+
+use std::sync::Arc;
+
+use faults_support::ledger::{DONE_QUEUE, Ledger, WORK_QUEUE};
+use faults_support::process::HostProcess;
+use faults_support::table::Table;
+use faults_support::{bad_input, broken_plugins, hostile, job_count, sigkill};
+use support::worker::fixture_queues;
+use support::{backend, unique};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_fault_loses_a_job_and_the_ledger_accounts_for_every_one() {
+    let _cleanup = fixture_queues(&[WORK_QUEUE, DONE_QUEUE]);
+    let Some(publisher) = backend(&unique("faults")).await.map(Arc::new) else {
+        return;
+    };
+    let jobs = job_count();
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    std::fs::copy(
+        jobhost_fixtures::wasm("ledger"),
+        dir.path().join("ledger.wasm"),
+    )
+    .expect("the ledger plugin copies in");
+    let mut host = HostProcess::start(dir.path()).await;
+    let mut ledger = Ledger::open().await;
+    let mut table = Table::default();
+
+    table
+        .0
+        .push(sigkill::run(&mut host, dir.path(), &mut ledger, &publisher, jobs).await);
+    table.0.push(bad_input::run(&mut ledger, jobs / 10).await);
+    table
+        .0
+        .push(broken_plugins::run(&host, dir.path(), &mut ledger, &publisher, jobs / 10).await);
+    drop(host);
+    table.0.push(hostile::run(jobs / 2).await);
+
+    println!("\n{table}");
+    for row in &table.0 {
+        assert_eq!(row.lost(), 0, "`{}` loses no job", row.scenario);
+    }
+}

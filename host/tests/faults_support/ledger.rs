@@ -1,0 +1,202 @@
+//! The suite's own record of outcomes, kept apart from the host: the `ledger` fixture
+//! records each completed `ledger.Work` as a dead letter on `test.ledger.done.dead`, and the
+//! host dead-letters what it refuses on `test.ledger.work.dead`; this ledger drains both
+//! with plain lapin and counts by job id.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobhost::broker::{Backend, RabbitMqBackend};
+use jobhost::envelope::Envelope;
+use lapin::Channel;
+use lapin::types::AMQPValue;
+use serde_json::value::RawValue;
+use tokio::task::JoinSet;
+
+use super::table::Row;
+use crate::support::{raw_channel, take, within};
+
+/// The queue of `ledger.Work`.
+pub(crate) const WORK_QUEUE: &str = "test.ledger.work";
+/// The queue of `ledger.Done`, the records.
+pub(crate) const DONE_QUEUE: &str = "test.ledger.done";
+const RECORDS: &str = "test.ledger.done.dead";
+const REFUSED: &str = "test.ledger.work.dead";
+
+/// A message the host dead-lettered from the work queue.
+#[derive(Debug)]
+pub(crate) struct DeadLetter {
+    pub(crate) body: Vec<u8>,
+    pub(crate) reason: String,
+}
+
+/// Completion records by ledger id, and the work queue's dead letters.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    channel: Channel,
+    records: HashMap<u64, usize>,
+    dead: Vec<DeadLetter>,
+}
+
+/// `n` ledger ids no earlier run used, so a record a previous (aborted) run left in a hold
+/// queue is never mistaken for one of ours.
+pub(crate) fn fresh_ids(n: usize) -> Vec<u64> {
+    let base = u64::from(rand::random::<u32>()) << 24;
+    (base..).take(n).collect()
+}
+
+impl Ledger {
+    pub(crate) async fn open() -> Self {
+        Self {
+            channel: raw_channel().await,
+            records: HashMap::new(),
+            dead: Vec::new(),
+        }
+    }
+
+    /// Move everything the broker holds for the ledger into this tally.
+    pub(crate) async fn drain(&mut self) {
+        while let Some(record) = take(&self.channel, RECORDS).await {
+            let id = ledger_id(&record.data)
+                .unwrap_or_else(|| panic!("a ledger record carries an id: {:?}", record.data));
+            *self.records.entry(id).or_default() += 1;
+        }
+        while let Some(letter) = take(&self.channel, REFUSED).await {
+            let reason = letter
+                .properties
+                .headers()
+                .as_ref()
+                .and_then(|headers| match headers.inner().get("x-death-reason") {
+                    Some(AMQPValue::LongString(reason)) => {
+                        Some(String::from_utf8_lossy(reason.as_bytes()).into_owned())
+                    }
+                    _ => None,
+                })
+                .expect("every dead letter carries `x-death-reason`");
+            self.dead.push(DeadLetter {
+                body: letter.data,
+                reason,
+            });
+        }
+    }
+
+    /// How many of `ids` have at least one record.
+    pub(crate) fn completed(&self, ids: &[u64]) -> usize {
+        ids.iter()
+            .filter(|id| self.records.contains_key(id))
+            .count()
+    }
+
+    /// Drain until every one of `ids` has a record, failing after `limit`.
+    pub(crate) async fn wait_for_all(&mut self, ids: &[u64], limit: Duration, what: &str) {
+        self.wait_for(ids, ids.len(), limit, what).await;
+    }
+
+    /// Drain until at least `count` of `ids` have a record, failing after `limit`; returns
+    /// how many have.
+    pub(crate) async fn wait_for(
+        &mut self,
+        ids: &[u64],
+        count: usize,
+        limit: Duration,
+        what: &str,
+    ) -> usize {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            self.drain().await;
+            let completed = self.completed(ids);
+            if completed >= count {
+                return completed;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: only {completed} of {} jobs completed within {limit:?}",
+                ids.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Drain until at least `count` dead letters are in, failing after `limit`; hands them
+    /// over like [`Ledger::take_dead`].
+    pub(crate) async fn wait_for_dead(&mut self, count: usize, limit: Duration) -> Vec<DeadLetter> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            self.drain().await;
+            if self.dead.len() >= count {
+                return self.take_dead();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {} of {count} dead letters arrived within {limit:?}",
+                self.dead.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The work queue's dead letters drained so far, handed over once.
+    pub(crate) fn take_dead(&mut self) -> Vec<DeadLetter> {
+        std::mem::take(&mut self.dead)
+    }
+
+    /// The row of a scenario that sent `ids`, and the dead letters it caused.
+    pub(crate) fn row(&self, scenario: &str, ids: &[u64], dead: &[DeadLetter]) -> Row {
+        let mut by_reason = BTreeMap::new();
+        for letter in dead {
+            *by_reason.entry(letter.reason.clone()).or_default() += 1;
+        }
+        Row {
+            sent: ids.len() + dead.len(),
+            completed: self.completed(ids),
+            duplicated: ids
+                .iter()
+                .filter_map(|id| self.records.get(id))
+                .map(|n| n - 1)
+                .sum(),
+            dead: by_reason,
+            ..Row::new(scenario)
+        }
+    }
+}
+
+/// The `id` in the payload of a record's `ledger.Done` envelope.
+fn ledger_id(body: &[u8]) -> Option<u64> {
+    let envelope = Envelope::decode(body).ok()?;
+    let payload: serde_json::Value = serde_json::from_str(envelope.payload.get()).ok()?;
+    payload["id"].as_u64()
+}
+
+/// The envelope of a `ledger.Work` that fails `fail_times` attempts before it completes.
+pub(crate) fn work(id: u64, fail_times: u32) -> Envelope {
+    let payload = serde_json::json!({ "id": id, "fail_times": fail_times }).to_string();
+    let payload = RawValue::from_string(payload).expect("JSON");
+    Envelope::new("ledger.Work", WORK_QUEUE, payload)
+}
+
+/// Publish `jobs` through `backend`, several confirms in flight at once.
+pub(crate) async fn publish_all(backend: &Arc<RabbitMqBackend>, jobs: Vec<Envelope>) {
+    const PUBLISHERS: usize = 8;
+    let per_task = jobs.len().div_ceil(PUBLISHERS).max(1);
+    let mut tasks = JoinSet::new();
+    let mut jobs = jobs.into_iter().peekable();
+    while jobs.peek().is_some() {
+        let chunk: Vec<Envelope> = jobs.by_ref().take(per_task).collect();
+        let backend = backend.clone();
+        tasks.spawn(async move {
+            for envelope in chunk {
+                backend
+                    .publish(&envelope, None)
+                    .await
+                    .expect("the broker confirms a ledger job");
+            }
+        });
+    }
+    within(
+        Duration::from_secs(300),
+        "the ledger jobs to be published",
+        tasks.join_all(),
+    )
+    .await;
+}

@@ -1,0 +1,24 @@
+//! The fault suite's parts: an independent ledger of outcomes read from the broker, the
+//! summary table, a `jobhost run` process that can be killed, and one module per scenario.
+
+pub(crate) mod bad_input;
+pub(crate) mod broken_plugins;
+pub(crate) mod hostile;
+pub(crate) mod ledger;
+pub(crate) mod process;
+pub(crate) mod sigkill;
+pub(crate) mod table;
+
+/// Jobs per scenario unless `JOBHOST_FAULT_JOBS` says otherwise: "a few thousand", so the
+/// suite stays within a few minutes on a loaded 2-core machine.
+const DEFAULT_JOBS: usize = 2000;
+
+/// How many jobs the scenarios send (`JOBHOST_FAULT_JOBS`, default [`DEFAULT_JOBS`]).
+pub(crate) fn job_count() -> usize {
+    match std::env::var("JOBHOST_FAULT_JOBS") {
+        Ok(value) => value
+            .parse()
+            .unwrap_or_else(|_| panic!("JOBHOST_FAULT_JOBS `{value}` is not a job count")),
+        Err(_) => DEFAULT_JOBS,
+    }
+}

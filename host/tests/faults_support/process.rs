@@ -1,0 +1,114 @@
+//! A `jobhost run` process on the test broker: its log lines collected, every wait
+//! bounded, SIGKILLed on demand and when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::ledger::{DONE_QUEUE, WORK_QUEUE};
+use crate::support::amqp_url;
+
+/// Jobs a host runs at once, so the duplicates a kill may cause are bounded by it.
+pub(crate) const CONCURRENCY: usize = 8;
+/// How long a host may take to compile its plugins (a debug cranelift) and consume.
+const STARTUP: Duration = Duration::from_secs(120);
+
+/// A running `jobhost run --amqp`.
+#[derive(Debug)]
+pub(crate) struct HostProcess {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl HostProcess {
+    /// Start a host on plugin directory `dir`, once it consumes the ledger's queues.
+    pub(crate) async fn start(dir: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_jobhost"))
+            .args(["run", "--admin", "127.0.0.1:0", "--amqp"])
+            .arg(amqp_url())
+            .arg("--concurrency")
+            .arg(CONCURRENCY.to_string())
+            .arg("--plugins")
+            .arg(dir)
+            .env("RUST_LOG", "info,wasmtime=warn,cranelift=warn,lapin=warn")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("jobhost starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().expect("the log lock").push(line);
+            }
+        });
+        let host = Self { child, lines };
+        for queue in [WORK_QUEUE, DONE_QUEUE] {
+            let consuming = format!("queue={queue} ");
+            host.wait_for_line(0, STARTUP, |l| {
+                l.contains("consuming") && l.contains(&consuming)
+            })
+            .await;
+        }
+        host
+    }
+
+    /// SIGKILL: no shutdown, no grace period, whatever was in flight stays unacked.
+    pub(crate) fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL is delivered");
+        self.child.wait().expect("the killed host is reaped");
+    }
+
+    /// How many lines the host logged so far.
+    pub(crate) fn line_count(&self) -> usize {
+        self.lines.lock().expect("the log lock").len()
+    }
+
+    /// The first line after the first `skip` that matches `wanted`; fails with the log's
+    /// tail after `limit`.
+    pub(crate) async fn wait_for_line(
+        &self,
+        skip: usize,
+        limit: Duration,
+        wanted: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let found = self
+                .lines
+                .lock()
+                .expect("the log lock")
+                .iter()
+                .skip(skip)
+                .find(|l| wanted(l))
+                .cloned();
+            if let Some(line) = found {
+                return line;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no matching host log line within {limit:?}; the log's tail:\n{}",
+                self.tail()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn tail(&self) -> String {
+        let lines = self.lines.lock().expect("the log lock");
+        let start = lines.len().saturating_sub(40);
+        lines[start..].join("\n")
+    }
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
