@@ -71,21 +71,23 @@ pub(crate) struct Sizes {
     pub(crate) rabbit_jobs: usize,
     pub(crate) retry_jobs: usize,
     pub(crate) reload_swaps: usize,
+    pub(crate) starts: usize,
     pub(crate) amqp_url: String,
 }
 
 impl Sizes {
     fn of(options: &Options) -> Self {
-        let (memory_jobs, rabbit_jobs, retry_jobs, reload_swaps) = if options.quick {
-            (400, 1_000, 200, 4)
+        let (memory_jobs, rabbit_jobs, retry_jobs, reload_swaps, starts) = if options.quick {
+            (400, 1_000, 200, 4, 1)
         } else {
-            (20_000, 50_000, 10_000, 20)
+            (20_000, 50_000, 10_000, 20, 3)
         };
         Self {
             memory_jobs,
             rabbit_jobs,
             retry_jobs,
             reload_swaps,
+            starts,
             amqp_url: options.amqp_url.clone(),
         }
     }
@@ -137,7 +139,7 @@ impl Scenario {
             Self::Rabbitmq => rabbit::run(sizes).await,
             Self::Retries => retries::run(sizes).await,
             Self::Reload => reload::run(sizes).await,
-            Self::Resources => resources::run().await,
+            Self::Resources => resources::run(sizes).await,
         }
     }
 }

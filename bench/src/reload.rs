@@ -26,6 +26,9 @@ const TARGET: Target = Target::P50Below(Duration::from_millis(250));
 /// How long one swap may take before the scenario is called stuck.
 const SWAP_DEADLINE: Duration = Duration::from_secs(30);
 
+/// Time given to the watcher task to start watching before the first swap.
+const WATCH_SETUP: Duration = Duration::from_millis(500);
+
 const JOB: &str = "versioned.Echo";
 
 /// The file the swaps rename into place.
@@ -131,6 +134,8 @@ async fn swaps(
         .run(shutdown.clone()),
     );
 
+    // `watch` registers its watch inside the task; a rename before that would go unseen.
+    tokio::time::sleep(WATCH_SETUP).await;
     let mut swaps = Vec::with_capacity(count);
     for i in 0..count {
         let next = &versions[(i + 1) % 2];

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
+use crate::Sizes;
 use crate::report::{Report, Row, Samples};
 use crate::units::{engine, load_fixture, plugin_unit, single_job};
 
@@ -37,9 +38,6 @@ const TEN: [&str; 10] = [
 /// Jobs kept running for the in-flight measurement: the worker's default concurrency.
 const IN_FLIGHT: usize = 64;
 
-/// Starts measured per cache state; the table shows their median and maximum.
-const STARTS: usize = 3;
-
 /// What the probe process reports, in KiB.
 #[derive(Debug, Serialize, Deserialize)]
 struct Rss {
@@ -48,7 +46,9 @@ struct Rss {
     in_flight_kib: u64,
 }
 
-pub(crate) async fn run() -> anyhow::Result<Report> {
+/// Starts are measured `sizes.starts` times per cache state; the table shows their median
+/// and maximum.
+pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     let exe = std::env::current_exe()?;
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(exe).arg("rss-probe").output()
@@ -71,9 +71,9 @@ pub(crate) async fn run() -> anyhow::Result<Report> {
             dir.path().join(format!("{name}.wasm")),
         )?;
     }
-    let mut cold = Vec::with_capacity(STARTS);
-    let mut warm = Vec::with_capacity(STARTS);
-    for _ in 0..STARTS {
+    let mut cold = Vec::with_capacity(sizes.starts);
+    let mut warm = Vec::with_capacity(sizes.starts);
+    for _ in 0..sizes.starts {
         // An empty cache for each cold start; the warm starts read what the last one wrote.
         let _ = std::fs::remove_dir_all(cache.path());
         cold.push(start(cache.path(), dir.path()).await?);
@@ -124,7 +124,12 @@ async fn start(cache: &std::path::Path, dir: &std::path::Path) -> anyhow::Result
 /// The probe process: measure, print the JSON, exit without waiting for the spinning jobs.
 pub(crate) async fn probe() -> anyhow::Result<()> {
     let baseline_kib = rss_kib()?;
-    let engine = engine(EngineConfig::default())?;
+    // Defaults but for room for all 64: the engine keeps one pool slot for loads, and each
+    // idle queue's consumer holds one of the worker's permits while it waits.
+    let engine = engine(EngineConfig {
+        max_instances: IN_FLIGHT as u32 + 1,
+        ..EngineConfig::default()
+    })?;
     let plugins = Plugins::new();
     let loader = Loader::new(engine.clone(), plugins.clone());
     for name in EXAMPLES {
@@ -134,11 +139,12 @@ pub(crate) async fn probe() -> anyhow::Result<()> {
     for queue in plugins.current().queues() {
         backend.declare(queue).await?;
     }
+    let config = WorkerConfig {
+        concurrency: IN_FLIGHT + plugins.current().queues().count(),
+        ..WorkerConfig::default()
+    };
     let shutdown = CancellationToken::new();
-    tokio::spawn(
-        Worker::new(backend.clone(), plugins.clone(), WorkerConfig::default())
-            .run(shutdown.clone()),
-    );
+    tokio::spawn(Worker::new(backend.clone(), plugins.clone(), config).run(shutdown.clone()));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle_kib = rss_kib()?;
 
@@ -165,7 +171,11 @@ pub(crate) async fn probe() -> anyhow::Result<()> {
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while backend.unacked(&queue.name) < IN_FLIGHT {
-        anyhow::ensure!(Instant::now() < deadline, "the spin jobs did not all start");
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "only {} of {IN_FLIGHT} spin jobs started",
+            backend.unacked(&queue.name)
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Let every instance that has a pool slot start spinning.
