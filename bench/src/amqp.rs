@@ -62,7 +62,7 @@ pub(crate) async fn fill(
 }
 
 /// Consume `jobs` messages from `queue` with `prefetch` and ack each, nothing else: what
-/// the broker can deliver to one consumer. Returns jobs/s and receive-to-ack times.
+/// the broker can deliver to one consumer. Returns jobs/s and receive-to-acked times.
 pub(crate) async fn consume_and_ack(
     connection: &Connection,
     queue: &str,
@@ -82,14 +82,28 @@ pub(crate) async fn consume_and_ack(
         )
         .await?;
     let mut latencies = Vec::with_capacity(jobs);
+    // Acks are pipelined, one task each as a worker would: awaiting each ack before the
+    // next receive would measure lapin's round trip to its I/O thread, not the broker.
+    let mut acks = JoinSet::new();
     let start = Instant::now();
     for _ in 0..jobs {
         let delivery = std::future::poll_fn(|cx| Pin::new(&mut consumer).poll_next(cx))
             .await
             .ok_or_else(|| anyhow::anyhow!("the broker cancelled the consumer of `{queue}`"))??;
         let received = Instant::now();
-        delivery.acker.ack(BasicAckOptions::default()).await?;
-        latencies.push(received.elapsed());
+        acks.spawn(async move {
+            delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .map(|_| received.elapsed())
+        });
+        while let Some(acked) = acks.try_join_next() {
+            latencies.push(acked??);
+        }
+    }
+    while let Some(acked) = acks.join_next().await {
+        latencies.push(acked??);
     }
     let elapsed = start.elapsed();
     channel.close(200, "done".into()).await?;
