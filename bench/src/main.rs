@@ -72,15 +72,18 @@ pub(crate) struct Sizes {
     pub(crate) retry_jobs: usize,
     pub(crate) reload_swaps: usize,
     pub(crate) starts: usize,
+    /// Rounds of the RabbitMQ throughput scenario.
+    pub(crate) rounds: usize,
     pub(crate) amqp_url: String,
 }
 
 impl Sizes {
     fn of(options: &Options) -> Self {
-        let (memory_jobs, rabbit_jobs, retry_jobs, reload_swaps, starts) = if options.quick {
-            (400, 1_000, 200, 4, 1)
+        let (memory_jobs, rabbit_jobs, retry_jobs, reload_swaps, starts, rounds) = if options.quick
+        {
+            (400, 1_000, 200, 4, 1, 1)
         } else {
-            (20_000, 50_000, 10_000, 20, 3)
+            (20_000, 50_000, 10_000, 20, 3, 3)
         };
         Self {
             memory_jobs,
@@ -88,6 +91,7 @@ impl Sizes {
             retry_jobs,
             reload_swaps,
             starts,
+            rounds,
             amqp_url: options.amqp_url.clone(),
         }
     }

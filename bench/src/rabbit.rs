@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use jobhost::broker::{Backend, RabbitMqBackend};
-use jobhost::plugin::EngineConfig;
+use jobhost::plugin::{EngineConfig, Plugin};
 use jobhost::worker::{Plugins, Unit, Worker, WorkerConfig};
 use jobhost_sdk::QueueConfig;
 use tokio_util::sync::CancellationToken;
@@ -23,67 +23,116 @@ use crate::units::{NOOP_JOB, engine, load_fixture, native_noop, plugin_unit, sin
 /// How long draining one queue may take before the scenario is called stuck.
 const DEADLINE: Duration = Duration::from_secs(600);
 
+/// The four ways of draining a queue, measured in this order in each round.
+#[derive(Debug, Clone, Copy)]
+enum Contender {
+    Raw,
+    Queuey,
+    Native,
+    Wasm,
+}
+
+impl Contender {
+    const ALL: [Self; 4] = [Self::Raw, Self::Queuey, Self::Native, Self::Wasm];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Raw => "rabbitmq: raw lapin consume+ack",
+            Self::Queuey => "rabbitmq: queuey 1.x native no-op",
+            Self::Native => "rabbitmq: jobhost + native no-op",
+            Self::Wasm => "rabbitmq: jobhost + wasm no-op",
+        }
+    }
+
+    fn queue(self) -> String {
+        match self {
+            Self::Raw => queue_name("raw"),
+            Self::Queuey => queue_name("queuey"),
+            Self::Native => queue_name("host-native"),
+            Self::Wasm => queue_name("host"),
+        }
+    }
+}
+
+/// What every contender shares.
+struct Bench {
+    url: String,
+    connection: lapin::Connection,
+    backend: Arc<RabbitMqBackend>,
+    plugin: Plugin,
+}
+
+impl Bench {
+    /// Fill the contender's queue with `jobs` no-op jobs, drain it, delete it.
+    async fn drain(&self, contender: Contender, jobs: usize) -> anyhow::Result<(f64, Samples)> {
+        let queue = contender.queue();
+        let manifest = single_job(self.plugin.manifest(), NOOP_JOB, &queue, None);
+        let measured = match contender {
+            Contender::Raw => self.raw(&manifest.queues[0], jobs).await,
+            Contender::Queuey => self.queuey(&manifest.queues[0], jobs).await,
+            Contender::Native => {
+                through_host(&self.backend, native_noop(manifest), &queue, jobs).await
+            }
+            Contender::Wasm => {
+                let unit = plugin_unit(&self.plugin, manifest);
+                through_host(&self.backend, unit, &queue, jobs).await
+            }
+        };
+        amqp::delete(&self.connection, &queue).await?;
+        measured
+    }
+
+    async fn raw(&self, config: &QueueConfig, jobs: usize) -> anyhow::Result<(f64, Samples)> {
+        self.backend.declare(config).await?;
+        amqp::fill(
+            &self.backend,
+            (0..jobs).map(|_| noop_envelope(&config.name)),
+        )
+        .await?;
+        amqp::consume_and_ack(&self.connection, &config.name, config.prefetch, jobs).await
+    }
+
+    async fn queuey(&self, config: &QueueConfig, jobs: usize) -> anyhow::Result<(f64, Samples)> {
+        peer::name_queues(&queue_name("queuey"), &queue_name("queuey-retry"));
+        let rate = through_queuey(&self.url, &self.backend, config, jobs).await?;
+        Ok((rate, Samples::default()))
+    }
+}
+
 pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     let url = &sizes.amqp_url;
     let jobs = sizes.rabbit_jobs;
     let connection = amqp::connect(url)
         .await
         .with_context(|| format!("connecting to RabbitMQ at `{url}` (set AMQP_URL)"))?;
-    let backend = amqp::jobhost_backend(url).await?;
     let engine = engine(EngineConfig::default())?;
-    let plugin = load_fixture(&engine, "noop").await?;
-    let shape = plugin.manifest().queues[0].clone();
+    let bench = Bench {
+        url: url.clone(),
+        connection,
+        backend: amqp::jobhost_backend(url).await?,
+        plugin: load_fixture(&engine, "noop").await?,
+    };
+    // Rounds interleave the contenders, so a burst of load from elsewhere on the machine
+    // does not land on one of them only; each row is the median round.
+    let mut rates: [Vec<f64>; 4] = Default::default();
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    for _ in 0..sizes.rounds {
+        for (i, contender) in Contender::ALL.into_iter().enumerate() {
+            let (rate, round) = bench.drain(contender, jobs).await?;
+            rates[i].push(rate);
+            samples[i].extend(round.into_inner());
+        }
+    }
+    bench.backend.close().await;
 
-    let raw = {
-        let queue = queue_name("raw");
-        let config = QueueConfig {
-            name: queue.clone(),
-            ..shape.clone()
-        };
-        backend.declare(&config).await?;
-        amqp::fill(&backend, (0..jobs).map(|_| noop_envelope(&queue))).await?;
-        let measured = amqp::consume_and_ack(&connection, &queue, shape.prefetch, jobs).await;
-        amqp::delete(&connection, &queue).await?;
-        measured?
-    };
-    let wasm = {
-        let queue = queue_name("host");
-        let unit = plugin_unit(
-            &plugin,
-            single_job(plugin.manifest(), NOOP_JOB, &queue, None),
-        );
-        let measured = through_host(&backend, unit, &queue, jobs).await;
-        amqp::delete(&connection, &queue).await?;
-        measured?
-    };
-    let native = {
-        let queue = queue_name("host-native");
-        let unit = native_noop(single_job(plugin.manifest(), NOOP_JOB, &queue, None));
-        let measured = through_host(&backend, unit, &queue, jobs).await;
-        amqp::delete(&connection, &queue).await?;
-        measured?
-    };
-    let queuey = {
-        peer::name_queues(&queue_name("queuey"), &queue_name("queuey-retry"));
-        let queue = queue_name("queuey");
-        let config = QueueConfig {
-            name: queue.clone(),
-            ..shape
-        };
-        let measured = through_queuey(url, &backend, &config, jobs).await;
-        amqp::delete(&connection, &queue).await?;
-        measured?
-    };
-    backend.close().await;
-
-    let raw = Row::new("rabbitmq: raw lapin consume+ack", Some(raw.0), raw.1);
-    let queuey = Row::new(
-        "rabbitmq: queuey 1.x native no-op",
-        Some(queuey),
-        Samples::default(),
-    );
-    let native = Row::new("rabbitmq: jobhost + native no-op", Some(native.0), native.1);
-    let wasm = Row::new("rabbitmq: jobhost + wasm no-op", Some(wasm.0), wasm.1);
+    let [raw, queuey, native, wasm] = Contender::ALL.map(|contender| {
+        let i = contender as usize;
+        Row::new(
+            contender.label(),
+            median(&mut rates[i]),
+            Samples::new(std::mem::take(&mut samples[i])),
+        )
+    });
     Ok(Report {
         rows: vec![
             raw.clone(),
@@ -93,10 +142,16 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
             wasm.against(&queuey, Some(Target::RatioAtLeast(1.0))),
         ],
         details: vec![format!(
-            "rabbitmq: {jobs} pre-published jobs per row, prefetch {}, each row on its own queue",
-            plugin.manifest().queues[0].prefetch
+            "rabbitmq: {jobs} pre-published jobs per contender and round, {} rounds (median shown), prefetch {}, each on a queue of its own",
+            sizes.rounds,
+            bench.plugin.manifest().queues[0].prefetch
         )],
     })
+}
+
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
 }
 
 /// Fill `queue` with `jobs` no-op jobs, then drain it with a worker serving `unit`.

@@ -18,6 +18,11 @@ impl Samples {
         Self(samples)
     }
 
+    /// The samples, sorted.
+    pub(crate) fn into_inner(self) -> Vec<Duration> {
+        self.0
+    }
+
     /// The `q`-quantile (0..=1) by nearest rank, `None` without samples.
     pub(crate) fn quantile(&self, q: f64) -> Option<Duration> {
         let last = self.0.len().checked_sub(1)?;
