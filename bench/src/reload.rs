@@ -75,10 +75,9 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         let installed = Samples::new(swaps.iter().map(|s| s.installed).collect());
         let served = Samples::new(swaps.iter().map(|s| s.served).collect());
         report.details.push(format!(
-            "reload ({label} cache): rename to registry swap p50 {}, p95 {} (the watcher waits {} for a quiet file first)",
+            "reload ({label} cache): rename to registry swap p50 {}, p95 {}",
             installed.quantile(0.5).map_or("-".into(), millis),
             installed.quantile(0.95).map_or("-".into(), millis),
-            millis(jobhost::reload::QUIET_PERIOD),
         ));
         let row = Row::new(
             format!(
