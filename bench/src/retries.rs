@@ -29,6 +29,10 @@ const JOB: &str = "scripted.SendEmail";
 /// How long draining may take before the scenario is called stuck.
 const DEADLINE: Duration = Duration::from_secs(600);
 
+/// The prefetch of the informational run that shows what more jobs in flight would buy:
+/// the worker's default concurrency, less the engine slot kept for loads.
+const WIDE_PREFETCH: u16 = 63;
+
 /// How often the hold queue's depth is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
@@ -50,7 +54,14 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
 
     let ours = {
         let queue = queue_name("host-retry");
-        let measured = through_host(&connection, &backend, &queue, jobs).await;
+        let measured = through_host(&connection, &backend, &queue, None, jobs).await;
+        amqp::delete(&connection, &queue).await?;
+        measured?
+    };
+    let wide = {
+        let queue = queue_name("host-retry-wide");
+        let prefetch = Some(WIDE_PREFETCH);
+        let measured = through_host(&connection, &backend, &queue, prefetch, jobs).await;
         amqp::delete(&connection, &queue).await?;
         measured?
     };
@@ -76,6 +87,17 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         ours.samples.clone(),
     )
     .with_ratio(&queuey.scenario, speedup, Target::RatioAtLeast(4.0));
+    let wide_speedup = theirs.elapsed.as_secs_f64() / wide.elapsed.as_secs_f64();
+    let wide_row = Row::new(
+        format!("retries: jobhost + wasm, fail once, prefetch {WIDE_PREFETCH}"),
+        Some(rate(&wide)),
+        wide.samples.clone(),
+    );
+    let wide_row = Row {
+        reference: Some(queuey.scenario.clone()),
+        ratio: Some(wide_speedup),
+        ..wide_row
+    };
     let detail = |who: &str, drained: &Drained| {
         format!(
             "retries ({who}): {jobs} jobs drained in {:.2} s; peak {} messages in the 1 s hold queue; {} retry publishes/s",
@@ -87,9 +109,10 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         )
     };
     Ok(Report {
-        rows: vec![queuey, host],
+        rows: vec![queuey, host, wide_row],
         details: vec![
             detail("jobhost", &ours),
+            detail(&format!("jobhost, prefetch {WIDE_PREFETCH}"), &wide),
             detail("queuey", &theirs),
             "retries: the ratio is queuey's drain time over jobhost's; jobs/s counts jobs, not deliveries (each job is delivered twice)".to_owned(),
         ],
@@ -106,6 +129,7 @@ async fn through_host(
     connection: &Connection,
     backend: &Arc<RabbitMqBackend>,
     queue: &str,
+    prefetch: Option<u16>,
     jobs: usize,
 ) -> anyhow::Result<Drained> {
     let engine = engine(EngineConfig::default())?;
@@ -113,7 +137,7 @@ async fn through_host(
     let plugins = Plugins::new();
     plugins.install(plugin_unit(
         &plugin,
-        single_job(plugin.manifest(), JOB, queue, None),
+        single_job(plugin.manifest(), JOB, queue, prefetch),
     ))?;
     for config in plugins.current().queues() {
         backend.declare(config).await?;
