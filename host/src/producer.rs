@@ -2,7 +2,8 @@
 //!
 //! The job structs are the ones the plugin crate derives (`#[derive(Job)]`), shared as a
 //! library: `Producer<AppQueues, _>::enqueue` accepts only jobs whose `queue = ...` names a
-//! queue of `AppQueues`, so a job cannot be sent to a queue set that does not serve it.
+//! queue of `AppQueues`, so a job cannot be sent to a queue set that does not serve it
+//! (the `jobhost-e2e` crate's doc holds the example that must not compile).
 
 use std::marker::PhantomData;
 use std::time::Duration;

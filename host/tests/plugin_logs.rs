@@ -103,7 +103,7 @@ async fn guest_log_calls_carry_the_job_fields_and_the_guest_fields() {
 async fn stdout_and_stderr_lines_are_logged_and_a_flood_is_cut_at_the_budget() {
     let plugin = load("logspam").await;
     let (captured, _guard) = Captured::install();
-    let job = invocation("logspam.Spam", br#"{"lines": 100000}"#);
+    let job = invocation("logspam.Spam", br#"{"lines": 2000}"#);
     run(&plugin, job).await;
 
     let events = captured.guest_events();

@@ -76,38 +76,42 @@ async fn a_guest_panic_crashes_with_the_panic_message() {
     );
 }
 
-/// On a single-threaded runtime, so the no-op job can only finish if the spinning guest
-/// yields.
+/// On a single-threaded runtime, so the no-op job can only run if the spinning guest
+/// yields; spawned, so the invocation future is known to be `Send`.
 #[tokio::test(flavor = "current_thread")]
 async fn a_spinning_guest_is_stopped_at_its_timeout_while_other_jobs_run() {
     let (spin, noop) = (load("spin").await, load("noop").await);
     let timeout = Duration::from_secs(2);
     let started = Instant::now();
-    let spinning = async {
-        let outcome = spin
-            .invoke(Invocation {
-                timeout,
-                ..invocation("spin.Spin", b"{}")
-            })
-            .await;
-        (outcome, started.elapsed())
-    };
-    let quick = async {
-        // Let the spinning guest start first.
-        tokio::task::yield_now().await;
-        let outcome = noop.invoke(invocation("noop.Noop", b"{}")).await;
-        (outcome, started.elapsed())
-    };
-    let ((spun, spin_took), (nooped, noop_took)) = tokio::join!(spinning, quick);
+    let spinning = tokio::spawn(async move {
+        let job = Invocation {
+            timeout,
+            ..invocation("spin.Spin", b"{}")
+        };
+        spin.invoke(job).await
+    });
+    // Let the spinning guest start first.
+    tokio::task::yield_now().await;
 
+    let nooped = noop.invoke(invocation("noop.Noop", b"{}")).await;
+    let noop_took = started.elapsed();
     assert!(
         matches!(nooped, Outcome::Completed { .. }),
         "the no-op job completes: {nooped:?}"
     );
     assert!(
+        !spinning.is_finished(),
+        "the no-op job ran while the guest was spinning"
+    );
+    assert!(
         noop_took < timeout,
         "the no-op job is not starved by the spinning one: took {noop_took:?}"
     );
+
+    let spun = spinning
+        .await
+        .expect("the spinning job's task does not panic");
+    let spin_took = started.elapsed();
     let Outcome::Crashed(message) = spun else {
         panic!("a spinning guest crashes, got {spun:?}")
     };
@@ -131,14 +135,23 @@ async fn a_memory_bomb_hits_the_memory_cap() {
     );
 }
 
+/// Which trap ends it depends on the guest's frames: Rust keeps address-taken locals on a
+/// shadow stack in linear memory, which may run out before wasm's own call stack does.
 #[tokio::test]
-async fn unbounded_recursion_crashes_with_the_stack_overflow_trap() {
+async fn unbounded_recursion_crashes_with_a_stack_trap() {
     let plugin = load("recursion").await;
     let outcome = plugin.invoke(invocation("recursion.Recurse", b"{}")).await;
     let Outcome::Crashed(message) = outcome else {
         panic!("unbounded recursion crashes, got {outcome:?}");
     };
-    assert_eq!(message, "wasm trap: call stack exhausted");
+    assert!(
+        [
+            "wasm trap: call stack exhausted",
+            "wasm trap: out of bounds memory access"
+        ]
+        .contains(&message.as_str()),
+        "the trap's own message: {message}"
+    );
 }
 
 #[tokio::test]

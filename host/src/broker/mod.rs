@@ -147,3 +147,34 @@ pub enum BrokerError {
     #[error("backend is closed")]
     Closed,
 }
+
+/// A shared backend, so a worker and a producer can publish through one connection.
+impl<B: Backend> Backend for std::sync::Arc<B> {
+    type Consumer = B::Consumer;
+
+    fn declare(&self, queue: &QueueConfig) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).declare(queue)
+    }
+
+    fn publish(
+        &self,
+        envelope: &Envelope,
+        delay: Option<Duration>,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).publish(envelope, delay)
+    }
+
+    fn dead_letter(
+        &self,
+        letter: DeadLetterOut<'_>,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).dead_letter(letter)
+    }
+
+    fn consume(
+        &self,
+        queue: &QueueConfig,
+    ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send {
+        (**self).consume(queue)
+    }
+}

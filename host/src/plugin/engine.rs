@@ -208,6 +208,7 @@ fn wasmtime_config(config: &EngineConfig) -> Config {
         .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
         .max_memories_per_component(MEMORIES_PER_COMPONENT)
         .total_memories(slots.saturating_mul(MEMORIES_PER_COMPONENT))
+        .max_tables_per_component(TABLES_PER_COMPONENT)
         .total_tables(slots.saturating_mul(TABLES_PER_COMPONENT))
         .total_stacks(slots)
         .max_memory_size(config.memory_limit)

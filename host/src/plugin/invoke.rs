@@ -5,8 +5,9 @@
 //! 1. Take a job permit, so a full pool makes the job wait instead of failing.
 //! 2. Create a fresh store (memory cap, deadline, log sink) and instantiate the plugin's
 //!    pre-instance into it; nothing else is set up per job.
-//! 3. Call `handle`, bounded twice: the epoch deadline stops a guest running wasm, and a
-//!    tokio timeout stops one blocked in a host call (e.g. a WASI sleep).
+//! 3. Call `handle`, bounded twice: the epoch deadline stops a guest running wasm at its
+//!    timeout, and a tokio timeout [`BACKSTOP_GRACE`] later stops one blocked in a host
+//!    call (e.g. a WASI sleep), where epochs are not checked.
 //! 4. Map the result: the handler's own error as it returned it, a trap to a
 //!    [`Outcome::Crashed`] reason. Dropping the store frees the pool slot and flushes the
 //!    job's log.
@@ -18,9 +19,14 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::bindings::types as wit;
+use super::engine::EPOCH_TICK;
 use super::guest_log::LogTags;
 use super::load::Plugin;
 use super::store::{new_store, timed_out};
+
+/// How long after a job's timeout the tokio timeout backs up the epoch deadline: a few
+/// ticks, so a running guest is always stopped by the deadline, as a trap.
+const BACKSTOP_GRACE: Duration = EPOCH_TICK.saturating_mul(5);
 
 /// One delivery to run.
 #[derive(Debug, Clone, Copy)]
@@ -97,7 +103,7 @@ impl Plugin {
             .acquire()
             .await
             .expect("the job semaphore is never closed");
-        tokio::time::timeout(job.timeout, self.run(&job))
+        tokio::time::timeout(job.timeout + BACKSTOP_GRACE, self.run(&job))
             .await
             .unwrap_or_else(|_| Outcome::Crashed(timed_out(job.timeout)))
     }

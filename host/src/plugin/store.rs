@@ -49,7 +49,7 @@ impl JobState {
     /// Why a call into the guest failed with `err`, for the job's outcome: the timeout,
     /// the memory cap, the guest's panic message, or the trap's own message.
     pub(super) fn crash_reason(&self, err: &wasmtime::Error, timeout: Duration) -> String {
-        tracing::debug!(target: "jobhost::guest", "guest call failed: {err:?}");
+        tracing::debug!("guest call failed: {err:?}");
         let trap = err.downcast_ref::<Trap>();
         if trap == Some(&Trap::Interrupt) {
             return timed_out(timeout);

@@ -10,6 +10,7 @@
 
 mod watch;
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use std::time::Duration;
 use tracing::{error, info};
 
 use crate::plugin::{Engine, LoadError, Plugin};
-use crate::worker::{Plugins, RegistryError, Unit};
+use crate::worker::{Handler, Plugins, RegistryError, Unit};
 
 pub use watch::watch;
 
@@ -76,17 +77,42 @@ pub enum Change {
     Nothing,
 }
 
+/// Wraps each loaded plugin's handler, e.g. to record invocations in tests.
+pub type WrapHandler = Arc<dyn Fn(Arc<dyn Handler>) -> Arc<dyn Handler> + Send + Sync>;
+
 /// Loads plugin files into a registry.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Loader {
     engine: Engine,
     plugins: Plugins,
+    wrap: Option<WrapHandler>,
+}
+
+impl fmt::Debug for Loader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Loader")
+            .field("engine", &self.engine)
+            .field("plugins", &self.plugins)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Loader {
     /// A loader compiling with `engine` into `plugins`.
     pub fn new(engine: Engine, plugins: Plugins) -> Self {
-        Self { engine, plugins }
+        Self {
+            engine,
+            plugins,
+            wrap: None,
+        }
+    }
+
+    /// The same loader, wrapping the handler of every plugin it loads.
+    pub fn wrapping(self, wrap: WrapHandler) -> Self {
+        Self {
+            wrap: Some(wrap),
+            ..self
+        }
     }
 
     /// The registry it loads into.
@@ -166,7 +192,10 @@ impl Loader {
         let jobs: Vec<&str> = manifest.jobs.iter().map(|j| j.name.as_str()).collect();
         let queues: Vec<&str> = manifest.queues.iter().map(|q| q.name.as_str()).collect();
         let (jobs, queues) = (jobs.join(", "), queues.join(", "));
-        let unit = Unit::new(key, version.clone(), manifest.clone(), Arc::new(plugin));
+        let mut unit = Unit::from_plugin(key, plugin);
+        if let Some(wrap) = &self.wrap {
+            unit = unit.map_handler(|handler| wrap(handler));
+        }
         self.plugins
             .install(unit)
             .map_err(|source| ReloadError::Conflict {

@@ -73,7 +73,8 @@ impl InvocationLog {
             .collect()
     }
 
-    pub(super) fn recording(&self, inner: Arc<dyn Handler>) -> Arc<dyn Handler> {
+    /// `inner`, recording each of its runs in this log.
+    pub fn recording(&self, inner: Arc<dyn Handler>) -> Arc<dyn Handler> {
         Arc::new(Recording {
             inner,
             log: self.clone(),

@@ -10,6 +10,8 @@
 mod log;
 mod native;
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -18,10 +20,25 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::{Backend, MemoryBackend};
 use crate::envelope::Envelope;
+use crate::plugin::Engine;
+use crate::reload::Loader;
 use crate::worker::{Plugins, Unit, Worker, WorkerConfig};
 
 pub use log::{Call, InvocationLog};
 pub use native::native_unit;
+
+/// Load the plugin at `path` as a unit keyed by its path.
+///
+/// # Panics
+/// If the plugin does not load: a test's fixture must.
+pub async fn load_plugin(engine: &Engine, path: &Path) -> Unit {
+    let (engine, owned) = (engine.clone(), path.to_owned());
+    let plugin = tokio::task::spawn_blocking(move || engine.load(&owned))
+        .await
+        .expect("the load task does not panic")
+        .unwrap_or_else(|err| panic!("test plugin must load: {err}"));
+    Unit::from_plugin(path.display().to_string(), plugin)
+}
 
 /// A worker on a [`MemoryBackend`] whose handlers are recorded in [`Harness::log`].
 #[derive(Debug)]
@@ -73,6 +90,13 @@ impl Harness {
             .install(unit.map_handler(|handler| self.log.recording(handler)))
     }
 
+    /// A loader into this harness's registry whose plugins are recorded like the others.
+    pub fn loader(&self, engine: Engine) -> Loader {
+        let log = self.log.clone();
+        Loader::new(engine, self.plugins.clone())
+            .wrapping(Arc::new(move |handler| log.recording(handler)))
+    }
+
     /// Enqueue a first attempt of `job_type` with `payload` on the queue its route names.
     pub async fn enqueue(&self, job_type: &str, payload: serde_json::Value) -> Envelope {
         let registry = self.plugins.current();
@@ -82,6 +106,11 @@ impl Harness {
         let payload =
             RawValue::from_string(payload.to_string()).expect("a JSON value is valid JSON");
         let envelope = Envelope::new(job_type, route.queue.name.clone(), payload);
+        // Declared here too, because a unit installed a moment ago may not be consumed yet.
+        self.backend
+            .declare(&route.queue)
+            .await
+            .expect("the memory backend declares any valid queue");
         self.backend
             .publish(&envelope, None)
             .await

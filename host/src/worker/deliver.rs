@@ -2,8 +2,8 @@
 //!
 //! 1. Decode the envelope; a body that is not one is dead-lettered raw as
 //!    `malformed envelope`.
-//! 2. Find the route of its job type in the registry of *now*; none is dead-lettered as
-//!    ``no handler for job type `X` ``.
+//! 2. Refuse a payload above the size limit; find the route of its job type in the registry
+//!    of *now*; none is dead-lettered as ``no handler for job type `X` ``.
 //! 3. Resolve the effective policy and timeout now.
 //! 4. Run the handler.
 //! 5. Settle: ok acks (after publishing follow-ups); fatal and undecodable payloads
@@ -72,6 +72,14 @@ pub(super) async fn deliver<B: Backend>(
 }
 
 async fn run<B: Backend>(shared: &Shared<B>, envelope: &Envelope) -> Settlement {
+    let size = envelope.payload.get().len();
+    if size > shared.config.max_payload_bytes {
+        let limit = shared.config.max_payload_bytes;
+        return Settlement::DeadLetter {
+            reason: format!("payload too large: {size} bytes, the limit is {limit} bytes"),
+            attempts: envelope.attempt,
+        };
+    }
     let registry = shared.plugins.current();
     let Some(route) = registry.route(&envelope.job_type).cloned() else {
         return Settlement::DeadLetter {

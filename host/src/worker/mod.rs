@@ -1,8 +1,9 @@
 //! The worker: consume every queue the loaded plugins declare, run each delivery, settle it.
 //!
 //! # Contract
-//! - At most `concurrency` jobs run at once, across all queues; a permit is taken *before*
-//!   a message is pulled, so nothing waits unacked in the worker for a slot.
+//! - At most `concurrency` jobs run at once, across all queues. Each queue's loop pulls one
+//!   delivery and then waits for a slot, so an idle queue never holds a slot another queue
+//!   could use, and at most one delivery per queue waits in the worker.
 //! - Each delivery is settled exactly once, as `deliver`'s module doc lays out; nothing
 //!   is acked before what replaces it (retry, deferral, dead letter, follow-ups) is
 //!   confirmed by the broker.
@@ -26,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::broker::{Backend, Consumer};
+use crate::broker::{Backend, Consumer, Delivery};
 use crate::policy::Granularity;
 
 pub use handler::{BoxFuture, Handler};
@@ -44,6 +45,9 @@ pub struct WorkerConfig {
     pub default_timeout: Duration,
     /// How long shutdown waits for running jobs (default 30 s).
     pub grace_period: Duration,
+    /// The largest payload handed to a plugin (default 8 MiB); a larger one is
+    /// dead-lettered, because copying it into every attempt's sandbox would only fail there.
+    pub max_payload_bytes: usize,
 }
 
 impl Default for WorkerConfig {
@@ -53,6 +57,7 @@ impl Default for WorkerConfig {
             retry_granularity: Granularity::default(),
             default_timeout: Duration::from_secs(300),
             grace_period: Duration::from_secs(30),
+            max_payload_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -76,7 +81,7 @@ struct Subscription {
     stop: CancellationToken,
 }
 
-impl<B: Backend + Clone> Worker<B> {
+impl<B: Backend> Worker<B> {
     /// A worker for `backend` serving whatever `plugins` holds.
     pub fn new(backend: B, plugins: Plugins, config: WorkerConfig) -> Self {
         Self {
@@ -172,17 +177,25 @@ impl<B: Backend> ConsumeLoop<B> {
         info!(queue = %self.queue.name, prefetch = self.queue.prefetch, "consuming");
         let queue: Arc<str> = self.queue.name.as_str().into();
         loop {
-            let permit = tokio::select! {
-                biased;
-                () = self.stop.cancelled() => break,
-                permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
-            };
             let delivery = tokio::select! {
                 biased;
                 () = self.stop.cancelled() => break,
                 delivery = consumer.next() => delivery,
             };
             let Some(delivery) = delivery else { break };
+            // The slot is taken after the pull, because a loop holding a slot while its queue
+            // is empty would starve the other queues; the broker's prefetch bounds how many
+            // deliveries wait here for a slot, one per queue at most.
+            let permit = tokio::select! {
+                biased;
+                () = self.stop.cancelled() => {
+                    if let Err(err) = delivery.requeue().await {
+                        warn!(queue = %self.queue.name, error = %err, "requeue on shutdown failed; the broker will redeliver");
+                    }
+                    break;
+                }
+                permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
+            };
             let shared = self.shared.clone();
             let abandon = self.abandon.clone();
             let queue = queue.clone();

@@ -11,7 +11,7 @@ use jobhost_sdk::{QueueConfig, RetryPolicy};
 use tokio::sync::watch;
 
 use super::Handler;
-use crate::plugin::{JobSpec, Manifest};
+use crate::plugin::{JobSpec, Manifest, Plugin};
 use crate::policy::effective_policy;
 
 /// One loaded handler set: a plugin version, or a native handler in tests and benchmarks.
@@ -48,6 +48,13 @@ impl Unit {
             manifest: Arc::new(manifest),
             handler,
         }
+    }
+
+    /// A plugin version loaded from the file `key` names.
+    pub fn from_plugin(key: impl Into<String>, plugin: Plugin) -> Self {
+        let version = plugin.version().to_owned();
+        let manifest = plugin.manifest().clone();
+        Self::new(key, version, manifest, Arc::new(plugin))
     }
 
     /// What identifies the unit across reloads.

@@ -251,3 +251,78 @@ async fn a_conflicting_unit_is_refused_and_names_both_plugins() {
     assert!(matches!(err, RegistryError::QueueMismatch { .. }), "{err}");
     h.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_in_flight_finishes_on_the_version_it_started_with() {
+    let slow = Arc::new(Slow::default());
+    let v1 = Unit::new(
+        "p.wasm",
+        "v1",
+        manifest("p", QueueConfig::new("q"), &["job"]),
+        slow.clone(),
+    );
+    let v2 = native_unit(
+        "p.wasm",
+        manifest("p", QueueConfig::new("q"), &["job"]),
+        |_| Outcome::Failed(JobError::fatal("v2 ran it")),
+    );
+    let h = Harness::start([v1], WorkerConfig::default()).await;
+    h.enqueue("job", json!({"key": "in-flight"})).await;
+    while slow.running.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    h.install(v2).expect("swap");
+    h.enqueue("job", json!({"key": "next"})).await;
+    h.run_until_idle().await;
+
+    assert_eq!(h.backend.acked("q").len(), 2, "both deliveries settled");
+    let reasons: Vec<String> = h
+        .backend
+        .dead_letters("q")
+        .into_iter()
+        .map(|d| d.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        ["fatal error: job failed (fatal): v2 ran it"],
+        "only the next job ran on v2"
+    );
+    assert_eq!(
+        h.log.calls_of("in-flight")[0].outcome,
+        "ok",
+        "the in-flight job finished on v1"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_payload_above_the_size_limit_is_dead_lettered_without_running() {
+    let unit = native_unit("n", manifest("n", QueueConfig::new("q"), &["job"]), |_| {
+        Outcome::Completed { follow_ups: vec![] }
+    });
+    let config = WorkerConfig {
+        max_payload_bytes: 64,
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start([unit], config).await;
+    h.enqueue("job", json!({ "blob": "x".repeat(100) })).await;
+    h.enqueue("job", json!({ "key": "small" })).await;
+    h.run_until_idle().await;
+    let reasons: Vec<String> = h
+        .backend
+        .dead_letters("q")
+        .into_iter()
+        .map(|d| d.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        ["payload too large: 111 bytes, the limit is 64 bytes"]
+    );
+    assert_eq!(
+        h.log.attempts_of("small"),
+        vec![1],
+        "the worker keeps serving"
+    );
+    assert_eq!(h.log.calls().len(), 1, "the oversized job never ran");
+    h.shutdown().await;
+}

@@ -4,6 +4,8 @@
 //! Each test binary uses a different subset, so unused helpers are expected here.
 #![allow(dead_code)]
 
+pub(crate) mod worker;
+
 use std::future::Future;
 use std::process::Command;
 use std::time::Duration;

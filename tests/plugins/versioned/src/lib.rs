@@ -6,6 +6,9 @@
 //! |---|---|---|---|
 //! | v1 | default | 2 attempts, fixed 1s | logs `v1`, succeeds |
 //! | v2 | `--features v2` | 4 attempts, fixed 2s | logs `v2`, fails retryably with `v2 says no` until attempt 3, then succeeds |
+//!
+//! Both versions also fail retryably with `{version} says no` while the attempt is at most
+//! the payload's `fail_times` (default 0), so a job can be caught mid-retries by a swap.
 
 use jobhost_sdk::{Job, JobContext, JobError, Level, Queues};
 use serde::{Deserialize, Serialize};
@@ -30,6 +33,8 @@ enum VersionedQueues {
 struct Echo {
     #[serde(default)]
     message: String,
+    #[serde(default)]
+    fail_times: u32,
 }
 
 /// This build's version, which every call logs as its message.
@@ -40,8 +45,9 @@ const V2_SUCCEEDS_ON: u32 = 3;
 
 fn echo(job: Echo, ctx: &JobContext) -> Result<(), JobError> {
     ctx.log(Level::Info, VERSION, &[("message", &job.message)]);
-    if cfg!(feature = "v2") && ctx.attempt() < V2_SUCCEEDS_ON {
-        return Err(JobError::retryable("v2 says no"));
+    let v2_says_no = cfg!(feature = "v2") && ctx.attempt() < V2_SUCCEEDS_ON;
+    if v2_says_no || ctx.attempt() <= job.fail_times {
+        return Err(JobError::retryable(format!("{VERSION} says no")));
     }
     Ok(())
 }

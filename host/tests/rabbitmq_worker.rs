@@ -1,0 +1,254 @@
+//! The worker on RabbitMQ with real plugins: the chapter's flaky email with the broker
+//! doing the waiting, a retry that outlives its worker, and queuey producers feeding a
+//! jobhost plugin. Each test owns the fixture queues it uses and deletes them before and
+//! after, so a failed earlier run leaves nothing behind.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::types::AMQPValue;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use support::worker::{Running, eventually, fixture_queues, publish};
+use support::{PATIENCE, backend, raw_channel, ready, take, unique, within};
+
+/// Held by the tests that run the `scripted` plugin: it consumes all four of its queues,
+/// so two such workers at once would take each other's jobs.
+static SCRIPTED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn unacked(queue: &str) -> u32 {
+    let listing = support::rabbitmqctl(&[
+        "list_queues",
+        "name",
+        "messages_unacknowledged",
+        "--no-table-headers",
+        "--silent",
+    ]);
+    listing
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{queue}\t")))
+        .map_or(0, |n| n.trim().parse().expect("a count"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flaky_email_retries_through_hold_queues_while_the_worker_holds_nothing() {
+    let _scripted = SCRIPTED.lock().await;
+    let _cleanup = fixture_queues(&["test.emails", "test.bare", "test.jittered", "test.urgent"]);
+    let Some(backend) = backend(&unique("flaky")).await.map(Arc::new) else {
+        return;
+    };
+    let running = Running::start(backend.clone(), "scripted").await;
+    let flaky = publish(
+        &backend,
+        "scripted.SendEmail",
+        "test.emails",
+        json!({"key": "flaky@example.com", "fail_times": 2}),
+    )
+    .await;
+    publish(
+        &backend,
+        "scripted.HastyEmail",
+        "test.emails",
+        json!({"key": "down@example.com", "fail_times": 9}),
+    )
+    .await;
+    publish(
+        &backend,
+        "scripted.PatientEmail",
+        "test.emails",
+        json!({"key": "patient@example.com", "fail_times": 1}),
+    )
+    .await;
+
+    // The patient job waits 3s in `test.emails.deferred.3000`: long enough to look.
+    let hold = raw_channel().await;
+    eventually(
+        PATIENCE,
+        "the patient job to wait in its hold queue",
+        || async { ready(&hold, "test.emails.deferred.3000").await == 1 },
+    )
+    .await;
+    assert_eq!(
+        running.log.attempts_of("patient@example.com"),
+        vec![1],
+        "still waiting"
+    );
+    assert_eq!(
+        unacked("test.emails"),
+        0,
+        "the worker holds nothing while a retry waits"
+    );
+
+    let log = running.log.clone();
+    eventually(
+        Duration::from_secs(30),
+        "the flaky email's third attempt",
+        || async {
+            log.attempts_of("flaky@example.com").len() == 3
+                && log.attempts_of("patient@example.com").len() == 2
+        },
+    )
+    .await;
+    assert_eq!(log.attempts_of("flaky@example.com"), vec![1, 2, 3]);
+    assert!(
+        log.calls_of("flaky@example.com")
+            .iter()
+            .all(|c| c.job_id == flaky.job_id),
+        "one job id"
+    );
+    let waits = log.waits_of("flaky@example.com");
+    assert!(
+        waits[0] >= Duration::from_secs(1) && waits[1] >= Duration::from_secs(2),
+        "the broker waited: {waits:?}"
+    );
+
+    let dead = within(PATIENCE, "the dead letter", async {
+        loop {
+            if let Some(dead) = take(&hold, "test.emails.dead").await {
+                return dead;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let header = |key: &str| {
+        dead.properties
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get(key).cloned())
+    };
+    assert_eq!(
+        header("x-death-reason"),
+        Some(AMQPValue::LongString(
+            "max attempts (2) exhausted after attempt 2: job failed (retryable): service is down"
+                .into()
+        ))
+    );
+    running.stop().await;
+    backend.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_waiting_in_the_broker_survives_a_worker_restart_and_completes_once() {
+    let _scripted = SCRIPTED.lock().await;
+    let _cleanup = fixture_queues(&["test.emails", "test.bare", "test.jittered", "test.urgent"]);
+    let Some(first) = backend(&unique("restart-1")).await.map(Arc::new) else {
+        return;
+    };
+    let running = Running::start(first.clone(), "scripted").await;
+    publish(
+        &first,
+        "scripted.BareJobWithRetry",
+        "test.bare",
+        json!({"key": "survivor", "fail_times": 1}),
+    )
+    .await;
+    let hold = raw_channel().await;
+    eventually(PATIENCE, "the retry to wait in its hold queue", || async {
+        ready(&hold, "test.bare.deferred.5000").await == 1
+    })
+    .await;
+    let before = running.stop().await;
+    first.close().await;
+    assert_eq!(before.attempts_of("survivor"), vec![1]);
+
+    let Some(second) = backend(&unique("restart-2")).await.map(Arc::new) else {
+        return;
+    };
+    let running = Running::start(second.clone(), "scripted").await;
+    let log = running.log.clone();
+    eventually(
+        Duration::from_secs(20),
+        "the retry on the new worker",
+        || async { !log.attempts_of("survivor").is_empty() },
+    )
+    .await;
+    eventually(PATIENCE, "the queue to drain", || async {
+        ready(&hold, "test.bare").await == 0
+    })
+    .await;
+    let after = running.stop().await;
+    second.close().await;
+    assert_eq!(
+        after.attempts_of("survivor"),
+        vec![2],
+        "completed once, on its second attempt"
+    );
+    assert_eq!(after.calls_of("survivor")[0].outcome, "ok");
+}
+
+/// The noop plugin's job, as a queuey application defines it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Noop {
+    key: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum NoopQueues {
+    Noop,
+}
+
+impl queuey::QueueSet for NoopQueues {
+    fn all() -> &'static [Self] {
+        &[Self::Noop]
+    }
+
+    fn name(&self) -> &'static str {
+        "test.noop"
+    }
+
+    fn config(&self) -> queuey::QueueConfig {
+        queuey::QueueConfig::new("test.noop")
+    }
+}
+
+impl queuey::Job for Noop {
+    type Queue = NoopQueues;
+    const NAME: &'static str = "noop.Noop";
+    const QUEUE: NoopQueues = NoopQueues::Noop;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_a_queuey_producer_enqueues_run_in_a_jobhost_plugin() {
+    let _cleanup = fixture_queues(&["test.noop"]);
+    let Some(backend) = backend(&unique("queuey-producer")).await.map(Arc::new) else {
+        return;
+    };
+    let running = Running::start(backend.clone(), "noop").await;
+    let queuey_backend = queuey::RabbitMqBackend::connect(&support::amqp_url())
+        .await
+        .expect("queuey connects");
+    let producer = queuey::Producer::<NoopQueues, _>::new(std::sync::Arc::new(queuey_backend))
+        .await
+        .expect("queuey declares the same queue");
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(
+            producer
+                .enqueue(&Noop {
+                    key: format!("from-queuey-{i}"),
+                })
+                .await
+                .expect("enqueued"),
+        );
+    }
+
+    let log = running.log.clone();
+    eventually(PATIENCE, "queuey's jobs to run", || async {
+        log.calls().len() == 20
+    })
+    .await;
+    let mut ran: Vec<uuid::Uuid> = log.calls().iter().map(|c| c.job_id).collect();
+    ran.sort();
+    ids.sort();
+    assert_eq!(ran, ids, "every queuey job ran once, under queuey's job id");
+    assert!(
+        log.calls()
+            .iter()
+            .all(|c| c.job_type == "noop.Noop" && c.attempt == 1 && c.outcome == "ok")
+    );
+    running.stop().await;
+    backend.close().await;
+}

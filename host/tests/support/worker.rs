@@ -1,0 +1,92 @@
+//! A worker with a fixture plugin on the test broker, for the worker-level broker tests.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobhost::broker::{Backend, RabbitMqBackend};
+use jobhost::envelope::Envelope;
+use jobhost::plugin::{Engine, EngineConfig};
+use jobhost::testing::{InvocationLog, load_plugin};
+use jobhost::worker::{Plugins, Worker, WorkerConfig};
+use serde_json::value::RawValue;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{Cleanup, PATIENCE, within};
+
+/// A worker running one fixture plugin on a backend, recording every call.
+pub(crate) struct Running {
+    pub(crate) log: InvocationLog,
+    shutdown: CancellationToken,
+    worker: JoinHandle<()>,
+}
+
+impl Running {
+    pub(crate) async fn start(backend: Arc<RabbitMqBackend>, fixture: &str) -> Self {
+        let cache_dir =
+            Some(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache"));
+        let engine = Engine::new(EngineConfig {
+            cache_dir,
+            ..EngineConfig::default()
+        })
+        .expect("engine");
+        let log = InvocationLog::default();
+        let unit = load_plugin(&engine, &jobhost_fixtures::wasm(fixture)).await;
+        let unit = unit.map_handler(|handler| log.recording(handler));
+        let plugins = Plugins::new();
+        plugins.install(unit).expect("one plugin loads");
+        for queue in plugins.current().queues() {
+            backend.declare(queue).await.expect("declare");
+        }
+        let shutdown = CancellationToken::new();
+        let worker = tokio::spawn(
+            Worker::new(backend, plugins, WorkerConfig::default()).run(shutdown.clone()),
+        );
+        Self {
+            log,
+            shutdown,
+            worker,
+        }
+    }
+
+    pub(crate) async fn stop(self) -> InvocationLog {
+        self.shutdown.cancel();
+        within(PATIENCE, "the worker to stop", self.worker)
+            .await
+            .expect("the worker does not panic");
+        self.log
+    }
+}
+
+/// Delete the queues a fixture declares, before and after the test.
+pub(crate) fn fixture_queues(queues: &'static [&'static str]) -> Cleanup {
+    drop(Cleanup::new(queues));
+    Cleanup::new(queues)
+}
+
+pub(crate) async fn publish(
+    backend: &RabbitMqBackend,
+    job_type: &str,
+    queue: &str,
+    payload: serde_json::Value,
+) -> Envelope {
+    let payload = RawValue::from_string(payload.to_string()).expect("json");
+    let envelope = Envelope::new(job_type, queue, payload);
+    backend.publish(&envelope, None).await.expect("publish");
+    envelope
+}
+
+/// Poll `condition` every 50 ms until it holds, failing with `what` after `limit`.
+pub(crate) async fn eventually<F, Fut>(limit: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    within(limit, what, async {
+        while !condition().await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
