@@ -124,8 +124,8 @@ async fn start(cache: &std::path::Path, dir: &std::path::Path) -> anyhow::Result
 /// The probe process: measure, print the JSON, exit without waiting for the spinning jobs.
 pub(crate) async fn probe() -> anyhow::Result<()> {
     let baseline_kib = rss_kib()?;
-    // Defaults but for room for all 64: the engine keeps one pool slot for loads, and each
-    // idle queue's consumer holds one of the worker's permits while it waits.
+    // Defaults but for one more pool slot: the engine keeps one for loads, and all 64 jobs
+    // the worker lets in should hold an instance.
     let engine = engine(EngineConfig {
         max_instances: IN_FLIGHT as u32 + 1,
         ..EngineConfig::default()
@@ -140,7 +140,7 @@ pub(crate) async fn probe() -> anyhow::Result<()> {
         backend.declare(queue).await?;
     }
     let config = WorkerConfig {
-        concurrency: IN_FLIGHT + plugins.current().queues().count(),
+        concurrency: IN_FLIGHT,
         ..WorkerConfig::default()
     };
     let shutdown = CancellationToken::new();
