@@ -39,7 +39,7 @@ impl HoldQueue {
     }
 
     /// Its `x-expires`: twice the TTL, so an idle hold queue disappears but one in use
-    /// (re-declared before each publish) never does.
+    /// (re-declared at least every half delay while publishes arrive) never does.
     pub fn expires_ms(&self) -> u64 {
         self.ttl_ms * 2
     }

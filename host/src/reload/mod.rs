@@ -1,11 +1,12 @@
 //! Hot reload: the plugin directory is the source of truth for what the host serves.
 //!
 //! A new or changed `*.wasm` is compiled off the async runtime, validated and swapped into
-//! the registry atomically; a removed one is unloaded. Each file is handled only once it
-//! has been quiet for [`QUIET_PERIOD`], so a file copied in chunks is not loaded half
-//! written; if a load still fails (a truncated copy, a broken build), the refusal is logged
-//! with the file and the cause and the previous version keeps serving until the file is
-//! fixed. An atomic rename into the directory is the preferred way to deploy.
+//! the registry atomically; a removed one is unloaded. A file written in place is handled
+//! only once it has been quiet for [`QUIET_PERIOD`], so a file copied in chunks is not
+//! loaded half written; if a load still fails (a truncated copy, a broken build), the
+//! refusal is logged with the file and the cause and the previous version keeps serving
+//! until the file is fixed. An atomic rename into the directory is the preferred way to
+//! deploy: a renamed file is complete, so it is loaded at once.
 
 mod watch;
 
@@ -21,7 +22,7 @@ use crate::worker::{Handler, Plugins, RegistryError, Unit};
 
 pub use watch::watch;
 
-/// How long a plugin file must go without changes before it is loaded.
+/// How long a plugin file written in place must go without changes before it is loaded.
 pub const QUIET_PERIOD: Duration = Duration::from_millis(150);
 
 /// Why a plugin file was not loaded; what was loaded before keeps serving.

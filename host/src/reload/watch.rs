@@ -2,8 +2,10 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
+use notify::event::ModifyKind;
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -12,15 +14,21 @@ use tracing::warn;
 use super::{Loader, QUIET_PERIOD, is_plugin_file};
 
 /// Watch `dir` until `shutdown`, syncing each `*.wasm` that changed once it has been quiet
-/// for [`QUIET_PERIOD`].
+/// for [`QUIET_PERIOD`], or at once when it was renamed into place.
 pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> notify::Result<()> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(PathBuf, Duration)>();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
             Ok(event) => {
+                // A rename moves a whole file into place, so there is no partial copy to
+                // wait out; this takes the quiet period off the recommended deploy.
+                let quiet = match event.kind {
+                    EventKind::Modify(ModifyKind::Name(_)) => Duration::ZERO,
+                    _ => QUIET_PERIOD,
+                };
                 for path in event.paths.into_iter().filter(|p| is_plugin_file(p)) {
                     // The receiver is gone only after shutdown, when events no longer matter.
-                    let _ = tx.send(path);
+                    let _ = tx.send((path, quiet));
                 }
             }
             Err(err) => warn!(error = %err, "plugin directory watch error"),
@@ -31,8 +39,8 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
         let next = due.values().min().copied();
         tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            Some(path) = rx.recv() => {
-                due.insert(path, Instant::now() + QUIET_PERIOD);
+            Some((path, quiet)) = rx.recv() => {
+                due.insert(path, Instant::now() + quiet);
             }
             () = sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
                 let now = Instant::now();

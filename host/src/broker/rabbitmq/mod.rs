@@ -3,10 +3,10 @@
 //! Topology (`design.md`, "Wire format and topology"): [`Backend::declare`] declares the
 //! work queue `q` (with `x-max-priority` and `x-message-ttl` when set) and its
 //! dead-letter queue `q.dead`. A delayed publish declares the hold queue
-//! `q.deferred.{ttl_ms}` right before publishing to it, every time, because the hold
-//! queue expires after two delays without a declaration; the declaration takes a
-//! channel of its own, because a refused one closes its channel and must not take
-//! in-flight publishes with it.
+//! `q.deferred.{ttl_ms}` right before publishing to it, unless this connection declared
+//! it less than half a delay ago, because the hold queue expires after two delays
+//! without a declaration; the declaration takes a channel of its own, because a refused
+//! one closes its channel and must not take in-flight publishes with it.
 //!
 //! Every publish is persistent, `mandatory`, goes to the default exchange and returns
 //! once confirmed; a nack or an unroutable return is [`BrokerError::NotConfirmed`].

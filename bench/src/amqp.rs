@@ -1,0 +1,143 @@
+//! Raw lapin: the broker's limit, queue depths and cleanup, around jobhost's backend.
+
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures_core::Stream;
+use jobhost::broker::{
+    Backend, HoldQueue, RabbitMqBackend, RabbitMqOptions, dead_letter_queue_name,
+};
+use jobhost::envelope::Envelope;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties};
+use tokio::task::JoinSet;
+
+use crate::report::Samples;
+
+/// Publishes in flight at once while filling a queue.
+const PUBLISHES_IN_FLIGHT: usize = 512;
+
+/// This run's queue name for `what`: `bench-<run id>.<what>`.
+pub(crate) fn queue_name(what: &str) -> String {
+    static RUN: OnceLock<String> = OnceLock::new();
+    let run = RUN.get_or_init(|| uuid::Uuid::new_v4().simple().to_string()[..8].to_owned());
+    format!("bench-{run}.{what}")
+}
+
+/// A raw connection to the broker.
+pub(crate) async fn connect(url: &str) -> anyhow::Result<Connection> {
+    let properties = ConnectionProperties::default().with_connection_name("jobhost-bench".into());
+    Ok(Connection::connect(url, properties).await?)
+}
+
+/// jobhost's backend at `url`, shareable.
+pub(crate) async fn jobhost_backend(url: &str) -> anyhow::Result<Arc<RabbitMqBackend>> {
+    let options = RabbitMqOptions::default().connection_name("jobhost-bench");
+    Ok(Arc::new(RabbitMqBackend::connect(url, options).await?))
+}
+
+/// Publish every envelope through jobhost's backend (persistent, confirmed, pipelined).
+pub(crate) async fn fill(
+    backend: &Arc<RabbitMqBackend>,
+    envelopes: impl IntoIterator<Item = Envelope>,
+) -> anyhow::Result<()> {
+    let mut publishing = JoinSet::new();
+    for envelope in envelopes {
+        if publishing.len() >= PUBLISHES_IN_FLIGHT
+            && let Some(done) = publishing.join_next().await
+        {
+            done??;
+        }
+        let backend = Arc::clone(backend);
+        publishing.spawn(async move { backend.publish(&envelope, None).await });
+    }
+    while let Some(done) = publishing.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+/// Consume `jobs` messages from `queue` with `prefetch` and ack each, nothing else: what
+/// the broker can deliver to one consumer. Returns jobs/s and receive-to-acked times.
+pub(crate) async fn consume_and_ack(
+    connection: &Connection,
+    queue: &str,
+    prefetch: u16,
+    jobs: usize,
+) -> anyhow::Result<(f64, Samples)> {
+    let channel = connection.create_channel().await?;
+    channel
+        .basic_qos(prefetch, BasicQosOptions::default())
+        .await?;
+    let mut consumer = channel
+        .basic_consume(
+            queue.into(),
+            "jobhost-bench-raw".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    let mut latencies = Vec::with_capacity(jobs);
+    // Acks are pipelined, one task each as a worker would: awaiting each ack before the
+    // next receive would measure lapin's round trip to its I/O thread, not the broker.
+    let mut acks = JoinSet::new();
+    let start = Instant::now();
+    for _ in 0..jobs {
+        let delivery = std::future::poll_fn(|cx| Pin::new(&mut consumer).poll_next(cx))
+            .await
+            .ok_or_else(|| anyhow::anyhow!("the broker cancelled the consumer of `{queue}`"))??;
+        let received = Instant::now();
+        acks.spawn(async move {
+            delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .map(|_| received.elapsed())
+        });
+        while let Some(acked) = acks.try_join_next() {
+            latencies.push(acked??);
+        }
+    }
+    while let Some(acked) = acks.join_next().await {
+        latencies.push(acked??);
+    }
+    let elapsed = start.elapsed();
+    channel.close(200, "done".into()).await?;
+    Ok((crate::memory::rate(jobs, elapsed), Samples::new(latencies)))
+}
+
+/// Messages ready in `queue`, or `None` when it does not exist (the probe then costs its
+/// channel, which the broker closes).
+pub(crate) async fn depth(connection: &Connection, queue: &str) -> anyhow::Result<Option<u32>> {
+    let channel = connection.create_channel().await?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let Ok(declared) = channel
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+    else {
+        return Ok(None);
+    };
+    let _ = channel.close(200, "done".into()).await;
+    Ok(Some(declared.message_count()))
+}
+
+/// Delete `queue`, its dead-letter queue and its 1 s hold queue, whichever exist.
+pub(crate) async fn delete(connection: &Connection, queue: &str) -> anyhow::Result<()> {
+    let hold = HoldQueue::for_delay(queue, Duration::from_secs(1))?.name;
+    for name in [queue.to_owned(), dead_letter_queue_name(queue), hold] {
+        let channel = connection.create_channel().await?;
+        // RabbitMQ answers a delete of a missing queue with success.
+        channel
+            .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+            .await?;
+        let _ = channel.close(200, "done".into()).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! Benchmarks of jobhost: against the broker's limit, a native handler, the bare wasm floor
+//! and the `queuey` 1.x peer, each measured against its reference in the same run.
+//!
+//! ```sh
+//! cargo run --release -p jobhost-bench -- all            # the full suite (BENCHMARKS.md)
+//! cargo run --release -p jobhost-bench -- all --quick    # small sizes, a smoke test
+//! ```
+//!
+//! The RabbitMQ scenarios use `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`),
+//! create queues named `bench-<run id>.*` and delete them afterwards.
+
+mod amqp;
+mod memory;
+mod metered;
+mod peer;
+mod rabbit;
+mod reload;
+mod report;
+mod resources;
+mod retries;
+mod units;
+
+use clap::{Parser, Subcommand};
+
+use report::Report;
+
+#[derive(Debug, Parser)]
+#[command(about = "Benchmarks of jobhost against its references")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Every scenario, then the table.
+    All(Options),
+    /// The sandbox's and the worker's cost on the memory backend, and the wasm floor.
+    Memory(Options),
+    /// Pre-published no-op jobs through the host, raw lapin and queuey.
+    Rabbitmq(Options),
+    /// Jobs that fail once, through the host and queuey.
+    Retries(Options),
+    /// Time from an atomic rename into the plugin directory to the first job served.
+    Reload(Options),
+    /// Memory use and start time.
+    Resources(Options),
+    /// Internal: measure RSS in a fresh process and print it as JSON.
+    #[command(hide = true)]
+    RssProbe,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct Options {
+    /// Small sizes: checks that every scenario runs, its numbers mean little.
+    #[arg(long)]
+    quick: bool,
+    /// The broker for the RabbitMQ scenarios.
+    #[arg(
+        long,
+        env = "AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    amqp_url: String,
+}
+
+/// How much work each scenario does.
+#[derive(Debug, Clone)]
+pub(crate) struct Sizes {
+    pub(crate) memory_jobs: usize,
+    pub(crate) rabbit_jobs: usize,
+    pub(crate) retry_jobs: usize,
+    pub(crate) reload_swaps: usize,
+    pub(crate) starts: usize,
+    /// Rounds of the RabbitMQ throughput scenario.
+    pub(crate) rounds: usize,
+    pub(crate) amqp_url: String,
+}
+
+impl Sizes {
+    fn of(options: &Options) -> Self {
+        let (memory_jobs, rabbit_jobs, retry_jobs, reload_swaps, starts, rounds) = if options.quick
+        {
+            (400, 1_000, 200, 4, 1, 1)
+        } else {
+            (20_000, 50_000, 10_000, 20, 3, 3)
+        };
+        Self {
+            memory_jobs,
+            rabbit_jobs,
+            retry_jobs,
+            reload_swaps,
+            starts,
+            rounds,
+            amqp_url: options.amqp_url.clone(),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let (options, scenarios): (Options, &[Scenario]) = match cli.command {
+        Command::RssProbe => return resources::probe().await,
+        Command::All(options) => (options, &Scenario::ALL),
+        Command::Memory(options) => (options, &[Scenario::Memory]),
+        Command::Rabbitmq(options) => (options, &[Scenario::Rabbitmq]),
+        Command::Retries(options) => (options, &[Scenario::Retries]),
+        Command::Reload(options) => (options, &[Scenario::Reload]),
+        Command::Resources(options) => (options, &[Scenario::Resources]),
+    };
+    let sizes = Sizes::of(&options);
+    let mut report = Report::default();
+    for scenario in scenarios {
+        eprintln!("running {scenario:?}...");
+        report.extend(scenario.run(&sizes).await?);
+    }
+    println!("{}", report.render());
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Scenario {
+    Memory,
+    Rabbitmq,
+    Retries,
+    Reload,
+    Resources,
+}
+
+impl Scenario {
+    const ALL: [Self; 5] = [
+        Self::Memory,
+        Self::Rabbitmq,
+        Self::Retries,
+        Self::Reload,
+        Self::Resources,
+    ];
+
+    async fn run(self, sizes: &Sizes) -> anyhow::Result<Report> {
+        match self {
+            Self::Memory => memory::run(sizes).await,
+            Self::Rabbitmq => rabbit::run(sizes).await,
+            Self::Retries => retries::run(sizes).await,
+            Self::Reload => reload::run(sizes).await,
+            Self::Resources => resources::run(sizes).await,
+        }
+    }
+}

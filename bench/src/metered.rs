@@ -1,0 +1,212 @@
+//! A [`Backend`] wrapper that times every delivery from the moment the worker pulls it to
+//! its ack, and counts what the worker publishes, without touching the host.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
+use jobhost::envelope::Envelope;
+use jobhost_sdk::QueueConfig;
+use uuid::Uuid;
+
+use crate::report::Samples;
+
+/// What the worker did through a [`Metered`] backend.
+#[derive(Debug, Default)]
+pub(crate) struct Meter {
+    acks: AtomicU64,
+    delayed_publishes: AtomicU64,
+    latencies: Mutex<Vec<Duration>>,
+    /// First and last delayed publish, for the publish rate while retrying.
+    delayed_window: Mutex<Option<(Instant, Instant)>>,
+    /// When each job id was last acked; only filled when asked for, because decoding
+    /// every body would tax the throughput scenarios.
+    acked_ids: Option<Mutex<HashMap<Uuid, Instant>>>,
+}
+
+impl Meter {
+    /// A meter that also remembers which job ids were acked and when.
+    pub(crate) fn tracking_ids() -> Self {
+        Self {
+            acked_ids: Some(Mutex::default()),
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn acks(&self) -> u64 {
+        self.acks.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn delayed_publishes(&self) -> u64 {
+        self.delayed_publishes.load(Ordering::Acquire)
+    }
+
+    /// Delayed publishes per second between the first and the last of them.
+    pub(crate) fn delayed_publish_rate(&self) -> Option<f64> {
+        let (first, last) = (*self.delayed_window.lock().expect("meter lock"))?;
+        let window = last.duration_since(first).as_secs_f64();
+        #[allow(clippy::cast_precision_loss)]
+        let count = self.delayed_publishes() as f64;
+        (window > 0.0).then(|| count / window)
+    }
+
+    /// When `job_id` was last acked.
+    pub(crate) fn acked_at(&self, job_id: Uuid) -> Option<Instant> {
+        let ids = self.acked_ids.as_ref()?.lock().expect("meter lock");
+        ids.get(&job_id).copied()
+    }
+
+    /// The pull-to-ack latencies so far.
+    pub(crate) fn samples(&self) -> Samples {
+        Samples::new(self.latencies.lock().expect("meter lock").clone())
+    }
+
+    /// Wait until at least `acks` deliveries were acked, or `deadline` passes.
+    pub(crate) async fn wait_for_acks(&self, acks: u64, deadline: Duration) -> anyhow::Result<()> {
+        let start = Instant::now();
+        while self.acks() < acks {
+            anyhow::ensure!(
+                start.elapsed() < deadline,
+                "only {} of {acks} deliveries were acked within {deadline:?}",
+                self.acks()
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(())
+    }
+
+    fn acked(&self, pulled: Instant, body: &[u8]) {
+        let now = Instant::now();
+        self.latencies
+            .lock()
+            .expect("meter lock")
+            .push(now.duration_since(pulled));
+        if let Some(ids) = &self.acked_ids
+            && let Ok(envelope) = Envelope::decode(body)
+        {
+            ids.lock().expect("meter lock").insert(envelope.job_id, now);
+        }
+        self.acks.fetch_add(1, Ordering::Release);
+    }
+
+    fn published_delayed(&self) {
+        let now = Instant::now();
+        let mut window = self.delayed_window.lock().expect("meter lock");
+        *window = Some(window.map_or((now, now), |(first, _)| (first, now)));
+        self.delayed_publishes.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// `B` with every delivery timed and every publish counted; clonable whatever `B` is.
+#[derive(Debug)]
+pub(crate) struct Metered<B> {
+    inner: Arc<B>,
+    meter: Arc<Meter>,
+}
+
+impl<B> Clone for Metered<B> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            meter: Arc::clone(&self.meter),
+        }
+    }
+}
+
+impl<B> Metered<B> {
+    pub(crate) fn new(inner: Arc<B>, meter: Arc<Meter>) -> Self {
+        Self { inner, meter }
+    }
+}
+
+impl<B: Backend> Backend for Metered<B> {
+    type Consumer = MeteredConsumer<B::Consumer>;
+
+    async fn declare(&self, queue: &QueueConfig) -> Result<(), BrokerError> {
+        self.inner.declare(queue).await
+    }
+
+    async fn publish(
+        &self,
+        envelope: &Envelope,
+        delay: Option<Duration>,
+    ) -> Result<(), BrokerError> {
+        self.inner.publish(envelope, delay).await?;
+        if delay.is_some() {
+            self.meter.published_delayed();
+        }
+        Ok(())
+    }
+
+    async fn dead_letter(&self, letter: DeadLetterOut<'_>) -> Result<(), BrokerError> {
+        self.inner.dead_letter(letter).await
+    }
+
+    async fn consume(&self, queue: &QueueConfig) -> Result<Self::Consumer, BrokerError> {
+        Ok(MeteredConsumer {
+            inner: self.inner.consume(queue).await?,
+            meter: Arc::clone(&self.meter),
+        })
+    }
+}
+
+/// A consumer stamping each delivery with the time it was pulled.
+#[derive(Debug)]
+pub(crate) struct MeteredConsumer<C> {
+    inner: C,
+    meter: Arc<Meter>,
+}
+
+impl<C: Consumer> Consumer for MeteredConsumer<C> {
+    type Delivery = MeteredDelivery<C::Delivery>;
+
+    async fn next(&mut self) -> Option<Self::Delivery> {
+        let inner = self.inner.next().await?;
+        Some(MeteredDelivery {
+            inner,
+            pulled: Instant::now(),
+            meter: Arc::clone(&self.meter),
+        })
+    }
+
+    async fn close(self) {
+        self.inner.close().await;
+    }
+}
+
+/// A delivery that reports its pull-to-ack time when acked.
+#[derive(Debug)]
+pub(crate) struct MeteredDelivery<D> {
+    inner: D,
+    pulled: Instant,
+    meter: Arc<Meter>,
+}
+
+impl<D: Delivery> Delivery for MeteredDelivery<D> {
+    fn body(&self) -> &[u8] {
+        self.inner.body()
+    }
+
+    fn redelivered(&self) -> bool {
+        self.inner.redelivered()
+    }
+
+    async fn ack(self) -> Result<(), BrokerError> {
+        let Self {
+            inner,
+            pulled,
+            meter,
+        } = self;
+        // The body is gone once acked; the id is only read when tracked.
+        let body = meter.acked_ids.is_some().then(|| inner.body().to_vec());
+        inner.ack().await?;
+        meter.acked(pulled, body.as_deref().unwrap_or_default());
+        Ok(())
+    }
+
+    async fn requeue(self) -> Result<(), BrokerError> {
+        self.inner.requeue().await
+    }
+}

@@ -1,0 +1,230 @@
+//! Retries on RabbitMQ: pre-published jobs that fail once and succeed on their second
+//! attempt after a 1 s wait, through the host (the scripted plugin's `scripted.SendEmail`,
+//! whose queue waits 1 s before the first retry) and through `queuey` 1.x (a native
+//! handler on a queue with a fixed 1 s backoff). Measured: time to drain, the peak of
+//! messages waiting in the hold queue, and retry publishes per second.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use jobhost::broker::{Backend, HoldQueue, RabbitMqBackend};
+use jobhost::envelope::Envelope;
+use jobhost::plugin::EngineConfig;
+use jobhost::worker::{Plugins, Worker, WorkerConfig};
+use lapin::Connection;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::Sizes;
+use crate::amqp::{self, queue_name};
+use crate::metered::{Meter, Metered};
+use crate::peer::{self, PeerQueues, Tally};
+use crate::report::{Report, Row, Samples, Target};
+use crate::units::{engine, load_fixture, plugin_unit, single_job};
+
+/// The scripted job whose queue retries after 1 s, then 2 s.
+const JOB: &str = "scripted.SendEmail";
+
+/// How long draining may take before the scenario is called stuck.
+const DEADLINE: Duration = Duration::from_secs(600);
+
+/// The prefetch of the informational run that shows what more jobs in flight would buy:
+/// the worker's default concurrency, less the engine slot kept for loads.
+const WIDE_PREFETCH: u16 = 63;
+
+/// How often the hold queue's depth is sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// What one side of the scenario measured.
+struct Drained {
+    elapsed: Duration,
+    peak_held: u32,
+    retry_publishes_per_s: Option<f64>,
+    samples: Samples,
+}
+
+pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
+    let url = &sizes.amqp_url;
+    let jobs = sizes.retry_jobs;
+    let connection = amqp::connect(url)
+        .await
+        .with_context(|| format!("connecting to RabbitMQ at `{url}` (set AMQP_URL)"))?;
+    let backend = amqp::jobhost_backend(url).await?;
+
+    let ours = {
+        let queue = queue_name("host-retry");
+        let measured = through_host(&connection, &backend, &queue, None, jobs).await;
+        amqp::delete(&connection, &queue).await?;
+        measured?
+    };
+    let wide = {
+        let queue = queue_name("host-retry-wide");
+        let prefetch = Some(WIDE_PREFETCH);
+        let measured = through_host(&connection, &backend, &queue, prefetch, jobs).await;
+        amqp::delete(&connection, &queue).await?;
+        measured?
+    };
+    let theirs = {
+        peer::name_queues(&queue_name("queuey"), &queue_name("queuey-retry"));
+        let queue = queue_name("queuey-retry");
+        let measured = through_queuey(url, &connection, &backend, &queue, jobs).await;
+        amqp::delete(&connection, &queue).await?;
+        measured?
+    };
+    backend.close().await;
+
+    let rate = |drained: &Drained| crate::memory::rate(jobs, drained.elapsed);
+    let queuey = Row::new(
+        "retries: queuey 1.x, fail once",
+        Some(rate(&theirs)),
+        Samples::default(),
+    );
+    let speedup = theirs.elapsed.as_secs_f64() / ours.elapsed.as_secs_f64();
+    let host = Row::new(
+        "retries: jobhost + wasm, fail once",
+        Some(rate(&ours)),
+        ours.samples.clone(),
+    )
+    .with_ratio(&queuey.scenario, speedup, Target::RatioAtLeast(4.0));
+    let wide_speedup = theirs.elapsed.as_secs_f64() / wide.elapsed.as_secs_f64();
+    let wide_row = Row::new(
+        format!("retries: jobhost + wasm, fail once, prefetch {WIDE_PREFETCH}"),
+        Some(rate(&wide)),
+        wide.samples.clone(),
+    );
+    let wide_row = Row {
+        reference: Some(queuey.scenario.clone()),
+        ratio: Some(wide_speedup),
+        ..wide_row
+    };
+    let detail = |who: &str, drained: &Drained| {
+        format!(
+            "retries ({who}): {jobs} jobs drained in {:.2} s; peak {} messages in the 1 s hold queue; {} retry publishes/s",
+            drained.elapsed.as_secs_f64(),
+            drained.peak_held,
+            drained
+                .retry_publishes_per_s
+                .map_or("-".to_owned(), |rate| format!("{rate:.0}")),
+        )
+    };
+    Ok(Report {
+        rows: vec![queuey, host, wide_row],
+        details: vec![
+            detail("jobhost", &ours),
+            detail(&format!("jobhost, prefetch {WIDE_PREFETCH}"), &wide),
+            detail("queuey", &theirs),
+            "retries: the ratio is queuey's drain time over jobhost's; jobs/s counts jobs, not deliveries (each job is delivered twice)".to_owned(),
+        ],
+    })
+}
+
+fn flaky_envelope(queue: &str) -> Envelope {
+    let payload = RawValue::from_string(r#"{"key":"bench","fail_times":1}"#.to_owned())
+        .expect("the script is JSON");
+    Envelope::new(JOB, queue, payload)
+}
+
+async fn through_host(
+    connection: &Connection,
+    backend: &Arc<RabbitMqBackend>,
+    queue: &str,
+    prefetch: Option<u16>,
+    jobs: usize,
+) -> anyhow::Result<Drained> {
+    let engine = engine(EngineConfig::default())?;
+    let plugin = load_fixture(&engine, "scripted").await?;
+    let plugins = Plugins::new();
+    plugins.install(plugin_unit(
+        &plugin,
+        single_job(plugin.manifest(), JOB, queue, prefetch),
+    ))?;
+    for config in plugins.current().queues() {
+        backend.declare(config).await?;
+    }
+    amqp::fill(backend, (0..jobs).map(|_| flaky_envelope(queue))).await?;
+    let meter = Arc::new(Meter::default());
+    let shutdown = CancellationToken::new();
+    let start = Instant::now();
+    let worker = tokio::spawn(
+        Worker::new(
+            Metered::new(Arc::clone(backend), meter.clone()),
+            plugins,
+            WorkerConfig::default(),
+        )
+        .run(shutdown.clone()),
+    );
+    // Each job is acked twice: once when its retry is published, once when it succeeds.
+    let drained = meter.wait_for_acks(2 * jobs as u64, DEADLINE);
+    let (drained, peak_held) = with_peak(connection, queue, drained).await;
+    let elapsed = start.elapsed();
+    shutdown.cancel();
+    worker.await?;
+    drained?;
+    Ok(Drained {
+        elapsed,
+        peak_held: peak_held?,
+        retry_publishes_per_s: meter.delayed_publish_rate(),
+        samples: meter.samples(),
+    })
+}
+
+async fn through_queuey(
+    url: &str,
+    connection: &Connection,
+    backend: &Arc<RabbitMqBackend>,
+    queue: &str,
+    jobs: usize,
+) -> anyhow::Result<Drained> {
+    // The shape `queuey` declares too: prefetch 16, durable, 10 priorities.
+    backend
+        .declare(&jobhost_sdk::QueueConfig::new(queue))
+        .await?;
+    amqp::fill(backend, (0..jobs).map(|_| flaky_envelope(queue))).await?;
+    let tally = Arc::new(Tally::default());
+    let connected = peer::connect(url).await?;
+    let start = Instant::now();
+    let running = peer::Running::start(connected, PeerQueues::Flaky, tally.clone()).await?;
+    let drained = peer::wait_for(&tally, jobs as u64, DEADLINE);
+    let (drained, peak_held) = with_peak(connection, queue, drained).await;
+    let elapsed = start.elapsed();
+    running.stop().await?;
+    drained?;
+    Ok(Drained {
+        elapsed,
+        peak_held: peak_held?,
+        retry_publishes_per_s: tally.failure_rate(),
+        samples: Samples::default(),
+    })
+}
+
+/// Run `until` while sampling the depth of `queue`'s 1 s hold queue; its result and the
+/// deepest sample.
+async fn with_peak<T>(
+    connection: &Connection,
+    queue: &str,
+    until: impl Future<Output = T>,
+) -> (T, anyhow::Result<u32>) {
+    let hold = match HoldQueue::for_delay(queue, Duration::from_secs(1)) {
+        Ok(hold) => hold.name,
+        Err(err) => return (until.await, Err(err.into())),
+    };
+    let done = CancellationToken::new();
+    let sample = async {
+        let mut peak = 0;
+        while !done.is_cancelled() {
+            peak = peak.max(amqp::depth(connection, &hold).await?.unwrap_or(0));
+            tokio::select! {
+                () = done.cancelled() => {},
+                () = tokio::time::sleep(SAMPLE_EVERY) => {},
+            }
+        }
+        Ok(peak)
+    };
+    let finish = async {
+        let result = until.await;
+        done.cancel();
+        result
+    };
+    tokio::join!(finish, sample)
+}
