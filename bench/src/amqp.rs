@@ -16,6 +16,10 @@ use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 use tokio::task::JoinSet;
 
+use jobhost::worker::{Plugins, Worker, WorkerConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::metered::{Meter, Metered};
 use crate::report::Samples;
 
 /// Publishes in flight at once while filling a queue.
@@ -59,6 +63,48 @@ pub(crate) async fn fill(
         done??;
     }
     Ok(())
+}
+
+/// A worker draining pre-filled queues through a [`Metered`] backend.
+pub(crate) struct DrainingWorker {
+    pub(crate) meter: Arc<Meter>,
+    pub(crate) started: Instant,
+    shutdown: CancellationToken,
+    worker: tokio::task::JoinHandle<()>,
+}
+
+impl DrainingWorker {
+    /// Declare the queues of `plugins`, fill them with `envelopes`, then start a worker
+    /// whose deliveries `meter` times; the clock starts when the worker does.
+    pub(crate) async fn start(
+        backend: &Arc<RabbitMqBackend>,
+        plugins: Plugins,
+        envelopes: impl IntoIterator<Item = Envelope>,
+    ) -> anyhow::Result<Self> {
+        for config in plugins.current().queues() {
+            backend.declare(config).await?;
+        }
+        fill(backend, envelopes).await?;
+        let meter = Arc::new(Meter::default());
+        let shutdown = CancellationToken::new();
+        let backend = Metered::new(Arc::clone(backend), meter.clone());
+        let started = Instant::now();
+        let worker = tokio::spawn(
+            Worker::new(backend, plugins, WorkerConfig::default()).run(shutdown.clone()),
+        );
+        Ok(Self {
+            meter,
+            started,
+            shutdown,
+            worker,
+        })
+    }
+
+    /// Stop the worker and wait for it.
+    pub(crate) async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        Ok(self.worker.await?)
+    }
 }
 
 /// Consume `jobs` messages from `queue` with `prefetch` and ack each, nothing else: what

@@ -8,14 +8,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use jobhost::broker::{Backend, RabbitMqBackend};
 use jobhost::plugin::{EngineConfig, Plugin};
-use jobhost::worker::{Plugins, Unit, Worker, WorkerConfig};
+use jobhost::worker::{Plugins, Unit};
 use jobhost_sdk::QueueConfig;
-use tokio_util::sync::CancellationToken;
 
 use crate::Sizes;
-use crate::amqp::{self, queue_name};
+use crate::amqp::{self, DrainingWorker, queue_name};
 use crate::memory::{noop_envelope, rate};
-use crate::metered::{Meter, Metered};
 use crate::peer::{self, PeerQueues, Tally};
 use crate::report::{Report, Row, Samples, Target};
 use crate::units::{NOOP_JOB, engine, load_fixture, native_noop, plugin_unit, single_job};
@@ -163,25 +161,12 @@ async fn through_host(
 ) -> anyhow::Result<(f64, Samples)> {
     let plugins = Plugins::new();
     plugins.install(unit)?;
-    for config in plugins.current().queues() {
-        backend.declare(config).await?;
-    }
-    amqp::fill(backend, (0..jobs).map(|_| noop_envelope(queue))).await?;
-    let meter = Arc::new(Meter::default());
-    let shutdown = CancellationToken::new();
-    let start = Instant::now();
-    let worker = tokio::spawn(
-        Worker::new(
-            Metered::new(Arc::clone(backend), meter.clone()),
-            plugins,
-            WorkerConfig::default(),
-        )
-        .run(shutdown.clone()),
-    );
-    let drained = meter.wait_for_acks(jobs as u64, DEADLINE).await;
-    let elapsed = start.elapsed();
-    shutdown.cancel();
-    worker.await?;
+    let running =
+        DrainingWorker::start(backend, plugins, (0..jobs).map(|_| noop_envelope(queue))).await?;
+    let drained = running.meter.wait_for_acks(jobs as u64, DEADLINE).await;
+    let elapsed = running.started.elapsed();
+    let meter = running.meter.clone();
+    running.stop().await?;
     drained?;
     Ok((rate(jobs, elapsed), meter.samples()))
 }

@@ -11,14 +11,13 @@ use anyhow::Context as _;
 use jobhost::broker::{Backend, HoldQueue, RabbitMqBackend};
 use jobhost::envelope::Envelope;
 use jobhost::plugin::EngineConfig;
-use jobhost::worker::{Plugins, Worker, WorkerConfig};
+use jobhost::worker::Plugins;
 use lapin::Connection;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::Sizes;
-use crate::amqp::{self, queue_name};
-use crate::metered::{Meter, Metered};
+use crate::amqp::{self, DrainingWorker, queue_name};
 use crate::peer::{self, PeerQueues, Tally};
 use crate::report::{Report, Row, Samples, Target};
 use crate::units::{engine, load_fixture, plugin_unit, single_job};
@@ -139,27 +138,14 @@ async fn through_host(
         &plugin,
         single_job(plugin.manifest(), JOB, queue, prefetch),
     ))?;
-    for config in plugins.current().queues() {
-        backend.declare(config).await?;
-    }
-    amqp::fill(backend, (0..jobs).map(|_| flaky_envelope(queue))).await?;
-    let meter = Arc::new(Meter::default());
-    let shutdown = CancellationToken::new();
-    let start = Instant::now();
-    let worker = tokio::spawn(
-        Worker::new(
-            Metered::new(Arc::clone(backend), meter.clone()),
-            plugins,
-            WorkerConfig::default(),
-        )
-        .run(shutdown.clone()),
-    );
+    let running =
+        DrainingWorker::start(backend, plugins, (0..jobs).map(|_| flaky_envelope(queue))).await?;
     // Each job is acked twice: once when its retry is published, once when it succeeds.
-    let drained = meter.wait_for_acks(2 * jobs as u64, DEADLINE);
+    let drained = running.meter.wait_for_acks(2 * jobs as u64, DEADLINE);
     let (drained, peak_held) = with_peak(connection, queue, drained).await;
-    let elapsed = start.elapsed();
-    shutdown.cancel();
-    worker.await?;
+    let elapsed = running.started.elapsed();
+    let meter = running.meter.clone();
+    running.stop().await?;
     drained?;
     Ok(Drained {
         elapsed,

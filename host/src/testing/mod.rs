@@ -125,6 +125,15 @@ impl Harness {
             .expect("the queue is declared");
     }
 
+    /// The reasons of `queue`'s dead letters, oldest first.
+    pub fn dead_letter_reasons(&self, queue: &str) -> Vec<String> {
+        self.backend
+            .dead_letters(queue)
+            .into_iter()
+            .map(|letter| letter.reason)
+            .collect()
+    }
+
     /// Wait (on tokio's clock) until no queue has a message ready, held or unsettled.
     ///
     /// # Panics

@@ -75,12 +75,7 @@ async fn a_job_type_nobody_serves_is_dead_lettered_with_its_name() {
     envelope.job_type = "unknown.Job".into();
     h.backend.publish(&envelope, None).await.expect("publish");
     h.run_until_idle().await;
-    let reasons: Vec<String> = h
-        .backend
-        .dead_letters("q")
-        .into_iter()
-        .map(|d| d.reason)
-        .collect();
+    let reasons = h.dead_letter_reasons("q");
     assert_eq!(reasons, ["no handler for job type `unknown.Job`"]);
     h.shutdown().await;
 }
@@ -267,12 +262,7 @@ async fn a_job_in_flight_finishes_on_the_version_it_started_with() {
     h.run_until_idle().await;
 
     assert_eq!(h.backend.acked("q").len(), 2, "both deliveries settled");
-    let reasons: Vec<String> = h
-        .backend
-        .dead_letters("q")
-        .into_iter()
-        .map(|d| d.reason)
-        .collect();
+    let reasons = h.dead_letter_reasons("q");
     assert_eq!(
         reasons,
         ["fatal error: job failed (fatal): v2 ran it"],
@@ -299,12 +289,7 @@ async fn a_payload_above_the_size_limit_is_dead_lettered_without_running() {
     h.enqueue("job", json!({ "blob": "x".repeat(100) })).await;
     h.enqueue("job", json!({ "key": "small" })).await;
     h.run_until_idle().await;
-    let reasons: Vec<String> = h
-        .backend
-        .dead_letters("q")
-        .into_iter()
-        .map(|d| d.reason)
-        .collect();
+    let reasons = h.dead_letter_reasons("q");
     assert_eq!(
         reasons,
         ["payload too large: 111 bytes, the limit is 64 bytes"]

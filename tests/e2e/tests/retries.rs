@@ -31,14 +31,6 @@ fn secs(values: &[u64]) -> Vec<Duration> {
     values.iter().map(|s| Duration::from_secs(*s)).collect()
 }
 
-fn reasons(h: &Harness, queue: &str) -> Vec<String> {
-    h.backend
-        .dead_letters(queue)
-        .into_iter()
-        .map(|d| d.reason)
-        .collect()
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_job_that_succeeds_on_its_third_attempt_has_one_id_and_three_deliveries() {
     let h = harness().await;
@@ -76,7 +68,7 @@ async fn running_out_of_attempts_dead_letters_with_a_reason_naming_both_numbers(
 
     assert_eq!(h.log.attempts_of("down@example.com"), vec![1, 2]);
     assert_eq!(
-        reasons(&h, EMAILS),
+        h.dead_letter_reasons(EMAILS),
         ["max attempts (2) exhausted after attempt 2: job failed (retryable): service is down"]
     );
     let dead = &h.backend.dead_letters(EMAILS)[0];
@@ -159,7 +151,7 @@ async fn a_queue_without_retry_dead_letters_on_the_first_retryable_failure() {
 
     assert_eq!(h.log.attempts_of("bare"), vec![1]);
     assert_eq!(
-        reasons(&h, BARE),
+        h.dead_letter_reasons(BARE),
         ["max attempts (1) exhausted after attempt 1: job failed (retryable): service is down"]
     );
     h.shutdown().await;
@@ -191,7 +183,7 @@ async fn a_fatal_error_dead_letters_after_one_attempt_whatever_the_policy() {
 
     assert_eq!(h.log.attempts_of("fatal"), vec![1]);
     assert_eq!(
-        reasons(&h, EMAILS),
+        h.dead_letter_reasons(EMAILS),
         ["fatal error: job failed (fatal): bad address"]
     );
     h.shutdown().await;
@@ -210,7 +202,7 @@ async fn a_guest_panic_costs_one_attempt_and_reports_its_message() {
         vec![1, 2, 3],
         "a panic is retried like a retryable failure"
     );
-    let reason = &reasons(&h, EMAILS)[0];
+    let reason = &h.dead_letter_reasons(EMAILS)[0];
     assert!(
         reason.starts_with(
             "max attempts (3) exhausted after attempt 3: job failed (retryable): kaboom"
@@ -228,7 +220,7 @@ async fn a_payload_the_guest_cannot_decode_is_dead_lettered_without_retries() {
     h.run_until_idle().await;
 
     assert_eq!(h.log.attempts_of("undecodable"), vec![1]);
-    let reason = &reasons(&h, EMAILS)[0];
+    let reason = &h.dead_letter_reasons(EMAILS)[0];
     assert!(
         reason.starts_with("decode error: missing field `key`"),
         "{reason}"
