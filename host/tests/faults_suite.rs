@@ -1,5 +1,6 @@
-//! The fault suite: a host process SIGKILLed mid-batch, bad input on a work queue, hostile
-//! plugins under load and broken plugin files, each counted in a ledger kept apart from the
+//! The fault suite: a host process SIGKILLed mid-batch, bad input on a work queue, broken
+//! plugin files, the broker closing every connection and restarting, and hostile plugins
+//! under load, each counted in a ledger kept apart from the
 //! host (see `faults_support::ledger`), ending in a summary table:
 //! scenario | sent | completed | lost | duplicated | dead-lettered (by reason).
 //! No job is ever lost.
@@ -24,7 +25,7 @@ use std::sync::Arc;
 use faults_support::ledger::{DONE_QUEUE, Ledger, WORK_QUEUE};
 use faults_support::process::HostProcess;
 use faults_support::table::Table;
-use faults_support::{bad_input, broken_plugins, hostile, job_count, sigkill};
+use faults_support::{bad_input, broken_plugins, broker_faults, hostile, job_count, sigkill};
 use support::worker::fixture_queues;
 use support::{backend, unique};
 
@@ -52,6 +53,9 @@ async fn no_fault_loses_a_job_and_the_ledger_accounts_for_every_one() {
     table
         .0
         .push(broken_plugins::run(&host, dir.path(), &mut ledger, &publisher, jobs / 10).await);
+    table
+        .0
+        .push(broker_faults::run(&mut ledger, &publisher, jobs).await);
     drop(host);
     table.0.push(hostile::run(jobs / 2).await);
 

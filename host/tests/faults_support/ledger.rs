@@ -39,6 +39,12 @@ pub(crate) struct Ledger {
     dead: Vec<DeadLetter>,
 }
 
+/// How long a scenario of `jobs` jobs may take: generous for a debug build on a loaded
+/// 2-core machine, a minute plus 20 ms a job.
+pub(crate) fn patience(jobs: usize) -> Duration {
+    Duration::from_secs(60) + Duration::from_millis(20) * u32::try_from(jobs).unwrap_or(u32::MAX)
+}
+
 /// `n` ledger ids no earlier run used, so a record a previous (aborted) run left in a hold
 /// queue is never mistaken for one of ours.
 pub(crate) fn fresh_ids(n: usize) -> Vec<u64> {
@@ -53,6 +59,11 @@ impl Ledger {
             records: HashMap::new(),
             dead: Vec::new(),
         }
+    }
+
+    /// Read through a new channel, because a broker fault closed the old one.
+    pub(crate) async fn reconnect(&mut self) {
+        self.channel = raw_channel().await;
     }
 
     /// Move everything the broker holds for the ledger into this tally.

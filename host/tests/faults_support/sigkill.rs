@@ -4,11 +4,10 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use jobhost::broker::RabbitMqBackend;
 
-use super::ledger::{self, Ledger};
+use super::ledger::{self, Ledger, patience};
 use super::process::{CONCURRENCY, HostProcess};
 use super::table::Row;
 
@@ -65,9 +64,4 @@ pub(crate) async fn run(
         row.duplicated
     );
     row
-}
-
-/// Generous for a debug build on a loaded 2-core machine: a minute plus 20 ms a job.
-fn patience(jobs: usize) -> Duration {
-    Duration::from_secs(60) + Duration::from_millis(20) * u32::try_from(jobs).unwrap_or(u32::MAX)
 }
