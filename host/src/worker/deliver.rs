@@ -13,9 +13,12 @@
 //! Every settlement that publishes does so before it acks; a failed publish requeues the
 //! delivery, so the job is redelivered rather than lost.
 
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use jobhost_sdk::{JobError, RetryDecision};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -98,38 +101,37 @@ async fn run<B: Backend>(shared: &Shared<B>, envelope: &Envelope) -> Settlement 
     };
     decide(shared, &route, envelope, outcome)
 }
-/// Run the handler in its own task, so that a panic in host code costs one attempt
-/// instead of the worker.
-async fn invoke<B: Backend>(
-    shared: &Shared<B>,
-    route: &Arc<Route>,
-    envelope: &Envelope,
-) -> Outcome {
-    let timeout = effective_timeout(&route.job, &route.queue, shared.config.default_timeout);
-    let route = route.clone();
-    let envelope = envelope.clone();
-    let task = tokio::spawn(
-        async move {
-            let job = Invocation {
-                job_id: envelope.job_id,
-                job_type: &envelope.job_type,
-                queue: &envelope.queue,
-                attempt: envelope.attempt,
-                max_attempts: route.policy().max_attempts,
-                deferrals: envelope.deferrals,
-                priority: envelope.priority,
-                age: envelope.age(),
-                payload: envelope.payload.get().as_bytes(),
-                timeout,
-            };
-            route.handler.invoke(job).await
-        }
-        .in_current_span(),
-    );
-    match task.await {
+
+/// Run the handler; a panic in host code costs this attempt, not the worker, and the
+/// delivery is still settled.
+async fn invoke<B: Backend>(shared: &Shared<B>, route: &Route, envelope: &Envelope) -> Outcome {
+    let job = Invocation {
+        job_id: envelope.job_id,
+        job_type: &envelope.job_type,
+        queue: &envelope.queue,
+        attempt: envelope.attempt,
+        max_attempts: route.policy().max_attempts,
+        deferrals: envelope.deferrals,
+        priority: envelope.priority,
+        age: envelope.age(),
+        payload: envelope.payload.get().as_bytes(),
+        timeout: effective_timeout(&route.job, &route.queue, shared.config.default_timeout),
+    };
+    // The call sits inside the async block so that a panic while building the future is
+    // caught as well as one while polling it.
+    let run = async { route.handler.invoke(job).await };
+    match AssertUnwindSafe(run).catch_unwind().await {
         Ok(outcome) => outcome,
-        Err(join) => Outcome::Crashed(format!("handler task failed: {join}")),
+        Err(panic) => Outcome::Crashed(format!("the handler panicked: {}", panic_message(&*panic))),
     }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 fn decide<B: Backend>(

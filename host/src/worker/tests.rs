@@ -302,3 +302,26 @@ async fn a_payload_above_the_size_limit_is_dead_lettered_without_running() {
     assert_eq!(h.log.calls().len(), 1, "the oversized job never ran");
     h.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_in_a_handler_costs_one_attempt_and_the_worker_keeps_serving() {
+    let unit = native_unit("n", manifest("n", QueueConfig::new("q"), &["job"]), |job| {
+        assert!(
+            !String::from_utf8_lossy(job.payload).contains("boom"),
+            "boom"
+        );
+        Outcome::Completed { follow_ups: vec![] }
+    });
+    let h = Harness::start([unit], WorkerConfig::default()).await;
+    h.enqueue("job", json!({ "key": "boom" })).await;
+    h.enqueue("job", json!({ "key": "fine" })).await;
+    h.run_until_idle().await;
+    assert_eq!(
+        h.dead_letter_reasons("q"),
+        [
+            "max attempts (1) exhausted after attempt 1: job failed (retryable): the handler panicked: boom"
+        ]
+    );
+    assert_eq!(h.backend.acked("q").len(), 2, "both deliveries settled");
+    h.shutdown().await;
+}
