@@ -53,12 +53,7 @@ impl RabbitMqBackend {
         limit: usize,
     ) -> Result<Vec<RabbitMqDeadLetter>, BrokerError> {
         let dead = dead_letter_queue_name(queue);
-        let channel = self
-            .admin_session(queue)
-            .await?
-            .channel()
-            .await
-            .map_err(lost)?;
+        let channel = self.admin_channel(queue).await?;
         let mut letters = Vec::new();
         let mut last_tag = None;
         while letters.len() < limit {
@@ -86,12 +81,7 @@ impl RabbitMqBackend {
     /// Drop every dead letter of `queue`; returns how many there were.
     pub async fn purge_dead_letters(&self, queue: &str) -> Result<u32, BrokerError> {
         let dead = dead_letter_queue_name(queue);
-        let channel = self
-            .admin_session(queue)
-            .await?
-            .channel()
-            .await
-            .map_err(lost)?;
+        let channel = self.admin_channel(queue).await?;
         channel
             .queue_purge(dead.as_str().into(), QueuePurgeOptions::default())
             .await
@@ -158,6 +148,15 @@ impl RabbitMqBackend {
     async fn admin_session(&self, queue: &str) -> Result<Arc<Session>, BrokerError> {
         check_queue_name(queue)?;
         self.link.run(|session| async move { Ok(session) }).await
+    }
+
+    /// A channel of its own on the current session, for a helper that only reads or purges.
+    async fn admin_channel(&self, queue: &str) -> Result<Channel, BrokerError> {
+        self.admin_session(queue)
+            .await?
+            .channel()
+            .await
+            .map_err(lost)
     }
 }
 
