@@ -10,6 +10,7 @@
 //! - [`producer`]: enqueueing typed jobs from native Rust applications.
 //! - [`reload`]: loading the plugin directory and following its changes.
 //! - [`worker`]: consuming, running and settling jobs; the plugin registry.
+//! - [`text`]: bounding untrusted text (job types, reasons, guest words) before it leaves the host.
 //! - [`testing`]: a harness running plugins on the memory backend under a paused clock.
 
 #![warn(missing_docs)]
@@ -23,4 +24,5 @@ pub mod policy;
 pub mod producer;
 pub mod reload;
 pub mod testing;
+pub mod text;
 pub mod worker;
