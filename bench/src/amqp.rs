@@ -9,6 +9,7 @@ use jobhost::broker::{
     Backend, HoldQueue, RabbitMqBackend, RabbitMqOptions, dead_letter_queue_name,
 };
 use jobhost::envelope::Envelope;
+use jobhost::policy::Granularity;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
@@ -176,7 +177,8 @@ pub(crate) async fn depth(connection: &Connection, queue: &str) -> anyhow::Resul
 
 /// Delete `queue`, its dead-letter queue and its 1 s hold queue, whichever exist.
 pub(crate) async fn delete(connection: &Connection, queue: &str) -> anyhow::Result<()> {
-    let hold = HoldQueue::for_delay(queue, Duration::from_secs(1))?.name;
+    let hold =
+        HoldQueue::for_delay(queue, Granularity::default().round(Duration::from_secs(1))?).name;
     for name in [queue.to_owned(), dead_letter_queue_name(queue), hold] {
         let channel = connection.create_channel().await?;
         // RabbitMQ answers a delete of a missing queue with success.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use jobhost::envelope::Envelope;
+use jobhost::policy::HoldDelay;
 use jobhost_sdk::QueueConfig;
 use uuid::Uuid;
 
@@ -131,7 +132,7 @@ impl<B: Backend> Backend for Metered<B> {
     async fn publish(
         &self,
         envelope: &Envelope,
-        delay: Option<Duration>,
+        delay: Option<HoldDelay>,
     ) -> Result<(), BrokerError> {
         self.inner.publish(envelope, delay).await?;
         if delay.is_some() {

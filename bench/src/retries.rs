@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use jobhost::broker::{Backend, HoldQueue, RabbitMqBackend};
 use jobhost::envelope::Envelope;
 use jobhost::plugin::EngineConfig;
+use jobhost::policy::Granularity;
 use jobhost::worker::Plugins;
 use lapin::Connection;
 use serde_json::value::RawValue;
@@ -191,8 +192,8 @@ async fn with_peak<T>(
     queue: &str,
     until: impl Future<Output = T>,
 ) -> (T, anyhow::Result<u32>) {
-    let hold = match HoldQueue::for_delay(queue, Duration::from_secs(1)) {
-        Ok(hold) => hold.name,
+    let hold = match Granularity::default().round(Duration::from_secs(1)) {
+        Ok(delay) => HoldQueue::for_delay(queue, delay).name,
         Err(err) => return (until.await, Err(err.into())),
     };
     let done = CancellationToken::new();

@@ -105,6 +105,15 @@ impl Envelope {
         }
     }
 
+    /// The same envelope naming `queue`: where the worker sends a retry or deferral, the
+    /// queue its job type's route declares, whatever queue the message named.
+    pub fn routed_to(mut self, queue: &str) -> Self {
+        if self.queue != queue {
+            queue.clone_into(&mut self.queue);
+        }
+        self
+    }
+
     /// Time since the job was first enqueued.
     pub fn age(&self) -> Duration {
         Duration::from_millis(now_ms().saturating_sub(self.enqueued_at_ms))
@@ -161,6 +170,14 @@ mod tests {
             (deferred.attempt, deferred.deferrals, deferred.priority),
             (1, 1, 7)
         );
+    }
+
+    #[test]
+    fn a_rerouted_envelope_names_the_new_queue_and_keeps_everything_else() {
+        let first = Envelope::new("t", "no.such.queue", payload("{}"));
+        let routed = first.clone().routed_to("app.emails");
+        assert_eq!(routed.queue, "app.emails");
+        assert_eq!(routed.clone().routed_to(&first.queue), first);
     }
 
     #[test]

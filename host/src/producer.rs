@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::broker::{Backend, BrokerError};
 use crate::envelope::Envelope;
-use crate::policy::Granularity;
+use crate::policy::{Granularity, HoldDelay};
 
 /// Why a job was not enqueued.
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +68,9 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         self.publish(envelope(job)?, None).await
     }
 
-    /// Publish `job` to be delivered after `delay`, behind whatever is queued then.
+    /// Publish `job` to be delivered after `delay`, behind whatever is queued then. A delay
+    /// longer than a hold queue can hold ([`MAX_HOLD_DELAY`](crate::broker::MAX_HOLD_DELAY))
+    /// is refused with [`BrokerError::DelayTooLong`] and nothing is sent.
     pub async fn enqueue_after<J: Job<Queues = Q>>(
         &self,
         job: &J,
@@ -94,10 +96,24 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         envelope: Envelope,
         delay: Option<Duration>,
     ) -> Result<Uuid, ProduceError> {
-        let delay = delay.map(|delay| self.granularity.round(delay));
-        self.backend.publish(&envelope, delay).await?;
+        publish_first_attempt(&self.backend, &envelope, delay, self.granularity).await?;
         Ok(envelope.job_id)
     }
+}
+
+/// Publish a new job's envelope now, or after `delay` rounded up to `granularity`; a delay
+/// longer than a hold queue can hold is refused before anything is sent. The one way jobs
+/// enter the broker from outside a handler: typed producers, the admin API, the CLI.
+/// Returns the hold delay used.
+pub(crate) async fn publish_first_attempt<B: Backend>(
+    backend: &B,
+    envelope: &Envelope,
+    delay: Option<Duration>,
+    granularity: Granularity,
+) -> Result<Option<HoldDelay>, BrokerError> {
+    let delay = delay.map(|delay| granularity.round(delay)).transpose()?;
+    backend.publish(envelope, delay).await?;
+    Ok(delay)
 }
 
 fn envelope<J: Job>(job: &J) -> Result<Envelope, ProduceError> {

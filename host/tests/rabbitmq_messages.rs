@@ -11,7 +11,7 @@ use jobhost::envelope::Envelope;
 use jobhost_sdk::QueueConfig;
 use lapin::types::{AMQPValue, ShortString};
 use serde_json::value::RawValue;
-use support::{Cleanup, PATIENCE, backend, raw_channel, ready, take, unique, within};
+use support::{Cleanup, PATIENCE, backend, hold, raw_channel, ready, take, unique, within};
 use tokio::task::JoinSet;
 
 fn envelope(queue: &str, payload: &str) -> Envelope {
@@ -172,7 +172,7 @@ async fn a_delayed_job_waits_in_its_hold_queue_and_then_arrives_on_the_work_queu
     within(
         PATIENCE,
         "a delayed publish",
-        backend.publish(&job, Some(delay)),
+        backend.publish(&job, Some(hold(delay))),
     )
     .await
     .expect("confirmed");
@@ -244,7 +244,7 @@ async fn a_dead_letter_lands_in_the_dead_letter_queue_with_its_raw_body_and_why(
 }
 
 #[tokio::test]
-async fn a_publish_to_a_queue_that_does_not_exist_is_returned_and_reported_as_not_confirmed() {
+async fn a_publish_to_a_queue_that_does_not_exist_is_returned_and_reported_as_unroutable() {
     let Some(backend) = backend(&unique("messages")).await else {
         return;
     };
@@ -257,7 +257,7 @@ async fn a_publish_to_a_queue_that_does_not_exist_is_returned_and_reported_as_no
     .await
     .expect_err("an unroutable mandatory publish is an error");
     assert!(
-        matches!(error, BrokerError::NotConfirmed { ref queue, .. } if queue == &job.queue),
+        matches!(error, BrokerError::Unroutable { ref queue, .. } if queue == &job.queue),
         "{error}"
     );
     assert!(

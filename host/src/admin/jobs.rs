@@ -9,6 +9,7 @@ use super::api::{Enqueued, millis};
 use crate::broker::{Backend, BrokerError};
 use crate::envelope::Envelope;
 use crate::policy::Granularity;
+use crate::producer::publish_first_attempt;
 
 /// Declare `queue` (idempotent) and publish a first attempt of `job_type` with `payload`,
 /// after `delay` rounded up to `granularity` when one is given, like a producer would.
@@ -23,12 +24,11 @@ pub async fn enqueue<B: Backend>(
     let payload: Box<RawValue> = serde_json::value::to_raw_value(payload)
         .expect("a JSON value always serializes: it is JSON already");
     let envelope = Envelope::new(job_type, queue.name.as_str(), payload);
-    let delay = delay.map(|delay| granularity.round(delay));
     backend.declare(queue).await?;
-    backend.publish(&envelope, delay).await?;
+    let delay = publish_first_attempt(backend, &envelope, delay, granularity).await?;
     Ok(Enqueued {
         job_id: envelope.job_id,
         queue: queue.name.clone(),
-        delay_ms: delay.map(millis),
+        delay_ms: delay.map(|delay| millis(delay.get())),
     })
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::BrokerError;
+use crate::policy::HoldDelay;
 
 /// The longest delay a hold queue can hold.
 ///
@@ -26,16 +27,22 @@ pub struct HoldQueue {
 
 impl HoldQueue {
     /// The hold queue that releases messages onto `queue` after `delay`.
-    pub fn for_delay(queue: &str, delay: Duration) -> Result<Self, BrokerError> {
-        if delay > MAX_HOLD_DELAY {
-            return Err(BrokerError::DelayTooLong { delay });
-        }
-        let ttl_ms =
-            u64::try_from(delay.as_millis()).map_err(|_| BrokerError::DelayTooLong { delay })?;
-        Ok(Self {
+    pub fn for_delay(queue: &str, delay: HoldDelay) -> Self {
+        Self::with_ttl(queue, delay.get())
+    }
+
+    /// The hold queue with the longest name `queue` can have, for checking that it fits.
+    pub fn longest(queue: &str) -> Self {
+        Self::with_ttl(queue, MAX_HOLD_DELAY)
+    }
+
+    fn with_ttl(queue: &str, delay: Duration) -> Self {
+        // Because a hold delay is at most `MAX_HOLD_DELAY`, its milliseconds fit a `u64`.
+        let ttl_ms = u64::try_from(delay.min(MAX_HOLD_DELAY).as_millis()).unwrap_or(u64::MAX);
+        Self {
             name: format!("{queue}.deferred.{ttl_ms}"),
             ttl_ms,
-        })
+        }
     }
 
     /// Its `x-expires`: twice the TTL, so an idle hold queue disappears but one in use
@@ -65,9 +72,14 @@ pub(crate) fn check_queue_name(queue: &str) -> Result<(), BrokerError> {
 mod tests {
     use super::*;
 
+    use crate::policy::Granularity;
+
     #[test]
     fn hold_queues_are_named_after_the_queue_and_the_delay_in_milliseconds() {
-        let hold = HoldQueue::for_delay("app.emails", Duration::from_secs(4)).expect("fits");
+        let delay = Granularity::default()
+            .round(Duration::from_secs(4))
+            .expect("fits");
+        let hold = HoldQueue::for_delay("app.emails", delay);
         assert_eq!(
             hold,
             HoldQueue {
@@ -79,14 +91,10 @@ mod tests {
     }
 
     #[test]
-    fn a_delay_longer_than_a_hold_queue_can_hold_is_refused() {
-        let err = HoldQueue::for_delay("q", MAX_HOLD_DELAY + Duration::from_millis(1))
-            .expect_err("too long");
-        assert!(matches!(err, BrokerError::DelayTooLong { .. }), "{err}");
-        assert!(
-            HoldQueue::for_delay("q", MAX_HOLD_DELAY).is_ok(),
-            "the limit itself fits"
-        );
+    fn the_longest_hold_queue_holds_the_longest_delay() {
+        let longest = HoldQueue::longest("q");
+        assert_eq!(u128::from(longest.ttl_ms), MAX_HOLD_DELAY.as_millis());
+        assert_eq!(longest.name, format!("q.deferred.{}", longest.ttl_ms));
     }
 
     #[test]

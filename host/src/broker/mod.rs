@@ -23,6 +23,7 @@ use std::time::Duration;
 use jobhost_sdk::QueueConfig;
 
 use crate::envelope::Envelope;
+use crate::policy::{DelayTooLong, HoldDelay};
 
 pub use hold::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
 pub use memory::{DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery};
@@ -40,12 +41,12 @@ pub trait Backend: Send + Sync + 'static {
     /// declared on demand by publishes with a delay.
     fn declare(&self, queue: &QueueConfig) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
-    /// Publish a job to `envelope.queue`, or, with a delay, to the hold queue for that delay
-    /// (the caller rounds it to the retry granularity). Returns once confirmed.
+    /// Publish a job to `envelope.queue`, or, with a delay, to the hold queue for that delay.
+    /// Returns once confirmed.
     fn publish(
         &self,
         envelope: &Envelope,
-        delay: Option<Duration>,
+        delay: Option<HoldDelay>,
     ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
     /// Publish a dead letter to `{queue}.dead`. Returns once confirmed.
@@ -123,9 +124,17 @@ pub enum BrokerError {
     /// The queue was never declared.
     #[error("queue `{0}` is not declared")]
     UnknownQueue(String),
-    /// The broker refused the publish (nack) or returned it as unroutable.
+    /// The broker refused the publish (nack), e.g. under memory pressure.
     #[error("publish to `{queue}` was not confirmed: {reason}")]
     NotConfirmed {
+        /// Where the message was going.
+        queue: String,
+        /// What the broker said.
+        reason: String,
+    },
+    /// The broker returned the publish as unroutable: no queue of that name exists.
+    #[error("publish to `{queue}` was returned as unroutable: {reason}")]
+    Unroutable {
         /// Where the message was going.
         queue: String,
         /// What the broker said.
@@ -148,6 +157,29 @@ pub enum BrokerError {
     Closed,
 }
 
+impl From<DelayTooLong> for BrokerError {
+    fn from(error: DelayTooLong) -> Self {
+        Self::DelayTooLong { delay: error.delay }
+    }
+}
+
+impl BrokerError {
+    /// Whether trying the same operation again can never succeed: the delay, the name or
+    /// the queue is wrong, or the broker refused or returned it for what it is. A permanent
+    /// failure dead-letters the delivery it settles; any other failure (a lost connection,
+    /// a nack, shutdown) leaves it for redelivery after a pause.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Self::DelayTooLong { .. }
+            | Self::QueueNameTooLong { .. }
+            | Self::UnknownQueue(_)
+            | Self::Unroutable { .. }
+            | Self::Refused { .. } => true,
+            Self::NotConfirmed { .. } | Self::Connection(_) | Self::Closed => false,
+        }
+    }
+}
+
 /// A shared backend, so a worker and a producer can publish through one connection.
 impl<B: Backend> Backend for std::sync::Arc<B> {
     type Consumer = B::Consumer;
@@ -159,7 +191,7 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
     fn publish(
         &self,
         envelope: &Envelope,
-        delay: Option<Duration>,
+        delay: Option<HoldDelay>,
     ) -> impl Future<Output = Result<(), BrokerError>> + Send {
         (**self).publish(envelope, delay)
     }

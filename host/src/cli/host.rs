@@ -54,6 +54,8 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         worker: WorkerConfig {
             concurrency: args.concurrency as usize,
             retry_granularity: Granularity::new(args.retry_granularity),
+            max_redeliveries: args.max_redeliveries,
+            broker_consumer_timeout: args.broker_consumer_timeout,
             ..WorkerConfig::default()
         },
         // One slot more than the concurrency, kept for loads: jobs never wait for the pool.
@@ -73,7 +75,7 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         }
         None => {
             warn_memory_backend();
-            app::run(MemoryBackend::new(), admin, config, shutdown).await?;
+            app::run(MemoryBackend::embedded(), admin, config, shutdown).await?;
         }
     }
     Ok(())

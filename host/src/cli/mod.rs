@@ -84,6 +84,14 @@ struct HostArgs {
     /// hold queue).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
     retry_granularity: Duration,
+    /// How often a message may fail to settle (a publish or ack that did not happen) before
+    /// it is dead-lettered as poison.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    max_redeliveries: u32,
+    /// The broker's `consumer_timeout`: no job attempt runs longer than nine tenths of it,
+    /// so the broker never redelivers a job that is still running.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = duration)]
+    broker_consumer_timeout: Duration,
     /// Where the admin API listens.
     #[arg(long, env = "JOBHOST_ADMIN", value_name = "ADDR", default_value = DEFAULT_ADDR)]
     admin: String,

@@ -2,8 +2,24 @@
 
 use std::fmt::Write;
 
-/// `headers` and `rows` as a pipe table with padded columns.
+use jobhost::text::bounded;
+
+/// Bytes of one cell shown; the rest is cut with a marker.
+const CELL_MAX: usize = 200;
+
+/// `headers` and `rows` as a pipe table with padded columns. Cells come from the broker
+/// and from plugins (job types, dead-letter reasons), so each is bounded and its control
+/// characters escaped: no cell can move the cursor, recolour the terminal or break a row.
 pub(super) fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| bounded(cell, CELL_MAX).into_owned())
+                .collect()
+        })
+        .collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -49,6 +65,22 @@ mod tests {
         assert_eq!(duration(1500), "1.5s");
         assert_eq!(duration(250), "250ms");
         assert_eq!(duration(0), "0ms");
+    }
+
+    #[test]
+    fn a_cell_prints_no_control_character_and_no_more_than_its_bound() {
+        let reason = format!("evil\u{1b}[2J\r\nforged row {}", "x".repeat(10_000));
+        let table = render(&["reason"], &[vec![reason]]);
+        assert!(
+            !table.contains('\u{1b}') && !table.contains('\r'),
+            "{table}"
+        );
+        assert_eq!(
+            table.lines().count(),
+            3,
+            "one header, one rule, one row: {table}"
+        );
+        assert!(table.len() < 2 * CELL_MAX, "{} bytes", table.len());
     }
 
     #[test]

@@ -227,9 +227,7 @@ fn check_queue_name(name: &str) -> Result<(), ManifestError> {
             "it looks like a dead-letter or hold queue name".to_owned(),
         ));
     }
-    let longest = HoldQueue::for_delay(name, MAX_HOLD_DELAY)
-        .map_err(|err| invalid(err.to_string()))?
-        .name;
+    let longest = HoldQueue::longest(name).name;
     if longest.len() > AMQP_MAX_NAME {
         return Err(invalid(format!(
             "its hold queue `{longest}` would be longer than {AMQP_MAX_NAME} bytes"

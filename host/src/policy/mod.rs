@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use jobhost_sdk::{QueueConfig, RetryPolicy};
 
+use crate::broker::MAX_HOLD_DELAY;
 use crate::plugin::JobSpec;
 
 /// The policy that decides a failed attempt: the job's own `retry(...)`, else its queue's
@@ -44,14 +45,44 @@ impl Granularity {
         self.0
     }
 
-    /// `delay` rounded up to a whole number of steps, and at least one step, so that even
-    /// an immediate retry goes through a hold queue instead of spinning on the work queue.
-    pub fn round(self, delay: Duration) -> Duration {
+    /// The hold for `delay`: rounded up to a whole number of steps, and at least one step,
+    /// so that even an immediate retry goes through a hold queue instead of spinning on the
+    /// work queue; capped at [`MAX_HOLD_DELAY`], so rounding never turns a delay that fits
+    /// into one that does not.
+    ///
+    /// A delay longer than [`MAX_HOLD_DELAY`] is refused: released early it would break
+    /// the promise of the delay, and no hold queue can keep it longer.
+    pub fn round(self, delay: Duration) -> Result<HoldDelay, DelayTooLong> {
+        if delay > MAX_HOLD_DELAY {
+            return Err(DelayTooLong { delay });
+        }
         let step = self.0.as_nanos();
         let steps = delay.as_nanos().div_ceil(step).max(1);
         let nanos = steps.saturating_mul(step);
-        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+        let rounded = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        Ok(HoldDelay(rounded.min(MAX_HOLD_DELAY)))
     }
+}
+
+/// How long a message waits in a hold queue: a whole number of granularity steps, at least
+/// one, at most [`MAX_HOLD_DELAY`]. Only [`Granularity::round`] makes one, so every delay
+/// that reaches a backend has been rounded and capped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HoldDelay(Duration);
+
+impl HoldDelay {
+    /// The delay.
+    pub fn get(self) -> Duration {
+        self.0
+    }
+}
+
+/// A delay longer than a hold queue can hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a delay of {delay:?} is longer than a hold queue can hold (at most {MAX_HOLD_DELAY:?})")]
+pub struct DelayTooLong {
+    /// The delay asked for.
+    pub delay: Duration,
 }
 
 #[cfg(test)]
@@ -112,21 +143,25 @@ mod tests {
         );
     }
 
+    fn held(granularity: Granularity, delay: Duration) -> Duration {
+        granularity.round(delay).expect("fits a hold queue").get()
+    }
+
     #[test]
     fn delays_round_up_to_whole_steps_and_at_least_one_step() {
         let second = Granularity::default();
-        assert_eq!(second.round(Duration::ZERO), Duration::from_secs(1));
+        assert_eq!(held(second, Duration::ZERO), Duration::from_secs(1));
         assert_eq!(
-            second.round(Duration::from_millis(1)),
+            held(second, Duration::from_millis(1)),
             Duration::from_secs(1)
         );
-        assert_eq!(second.round(Duration::from_secs(2)), Duration::from_secs(2));
+        assert_eq!(held(second, Duration::from_secs(2)), Duration::from_secs(2));
         assert_eq!(
-            second.round(Duration::from_millis(2001)),
+            held(second, Duration::from_millis(2001)),
             Duration::from_secs(3)
         );
         let ten = Granularity::new(Duration::from_secs(10));
-        assert_eq!(ten.round(Duration::from_secs(11)), Duration::from_secs(20));
+        assert_eq!(held(ten, Duration::from_secs(11)), Duration::from_secs(20));
         assert_eq!(
             Granularity::new(Duration::ZERO).step(),
             Duration::from_millis(1)
@@ -134,10 +169,22 @@ mod tests {
     }
 
     #[test]
-    fn rounding_the_longest_duration_saturates_instead_of_panicking() {
+    fn the_longest_hold_is_never_rounded_past_what_a_hold_queue_can_hold() {
+        assert_eq!(held(Granularity::default(), MAX_HOLD_DELAY), MAX_HOLD_DELAY);
+        let hour = Granularity::new(Duration::from_secs(3600));
         assert_eq!(
-            Granularity::default().round(Duration::MAX),
-            Duration::from_nanos(u64::MAX)
+            held(hour, MAX_HOLD_DELAY - Duration::from_secs(1)),
+            MAX_HOLD_DELAY
         );
+    }
+
+    #[test]
+    fn a_delay_longer_than_a_hold_queue_can_hold_is_refused_not_shortened() {
+        let too_long = MAX_HOLD_DELAY + Duration::from_millis(1);
+        assert_eq!(
+            Granularity::default().round(too_long),
+            Err(DelayTooLong { delay: too_long })
+        );
+        assert!(Granularity::default().round(Duration::MAX).is_err());
     }
 }

@@ -1,5 +1,8 @@
 //! The per-delivery algorithm (`design.md`, "Per-delivery flow").
 //!
+//! 0. A redelivered message that this worker failed to settle before waits a backoff; one
+//!    that failed to settle [`WorkerConfig::max_redeliveries`](super::WorkerConfig) times
+//!    is dead-lettered as poison without running.
 //! 1. Decode the envelope; a body that is not one is dead-lettered raw as
 //!    `malformed envelope`.
 //! 2. Refuse a payload above the size limit; find the route of its job type in the registry
@@ -9,14 +12,21 @@
 //! 5. Settle: ok acks (after publishing follow-ups); fatal and undecodable payloads
 //!    dead-letter; retryable failures and crashes ask the policy, then retry through a hold
 //!    queue or dead-letter; a deferral goes through a hold queue without spending an attempt.
+//!    A delay longer than a hold queue can hold dead-letters, naming the delay.
 //!
-//! Every settlement that publishes does so before it acks; a failed publish requeues the
-//! delivery, so the job is redelivered rather than lost.
+//! Where a job comes back: retries and deferrals go to the queue its job type's route
+//! declares, whatever queue the envelope names (the envelope is rewritten to name it), so
+//! a message cannot send its retries to a queue of its choosing. Dead letters go to the
+//! dead-letter queue of the queue the message was consumed from, where an operator looks.
+//!
+//! Every settlement that publishes does so before it acks. A publish that can never succeed
+//! ([`BrokerError::is_permanent`]) turns the settlement into a dead letter naming the cause;
+//! any other failure leaves the delivery to the broker, which redelivers it, and step 0
+//! keeps that from becoming a hot loop.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::FutureExt;
 use jobhost_sdk::{JobError, RetryDecision};
@@ -24,10 +34,12 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::Shared;
 use super::registry::{Registry, Route};
+use super::unsettled::{MessageKey, Unsettled};
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
 use crate::plugin::{FollowUp, Invocation, Outcome};
-use crate::policy::effective_timeout;
+use crate::policy::{HoldDelay, effective_timeout};
+use crate::text::{NAME_MAX, REASON_MAX, bounded};
 
 type DeliveryOf<B> = <<B as Backend>::Consumer as Consumer>::Delivery;
 
@@ -35,16 +47,29 @@ type DeliveryOf<B> = <<B as Backend>::Consumer as Consumer>::Delivery;
 #[derive(Debug)]
 enum Settlement {
     Ack {
-        follow_ups: Vec<(Envelope, Option<Duration>)>,
+        follow_ups: Vec<(Envelope, Option<HoldDelay>)>,
     },
     Republish {
+        /// `"retry"` or `"deferral"`, for the reason if it cannot be published.
+        what: &'static str,
         next: Envelope,
-        delay: Duration,
+        delay: HoldDelay,
     },
     DeadLetter {
         reason: String,
         attempts: u32,
     },
+}
+
+impl Settlement {
+    /// A dead letter whose reason is bounded, because it may quote what a producer or a
+    /// plugin sent.
+    fn dead_letter(reason: &str, attempts: u32) -> Self {
+        Self::DeadLetter {
+            reason: bounded(reason, REASON_MAX).into_owned(),
+            attempts,
+        }
+    }
 }
 
 /// Handle one delivery from `queue`, from start to settlement.
@@ -53,22 +78,44 @@ pub(super) async fn deliver<B: Backend>(
     queue: Arc<str>,
     delivery: DeliveryOf<B>,
 ) {
+    let key = MessageKey::of(&queue, delivery.body());
+    let failures = if delivery.redelivered() {
+        shared.unsettled.failures(key)
+    } else {
+        0
+    };
+    if failures >= shared.config.max_redeliveries {
+        let reason = format!(
+            "poison message: delivered {} times without being settled",
+            failures + 1
+        );
+        let attempts = Envelope::decode(delivery.body()).map_or(0, |e| e.attempt);
+        let settlement = Settlement::dead_letter(&reason, attempts);
+        settle(&shared, delivery, &queue, key, settlement).await;
+        return;
+    }
+    if failures > 0 {
+        tokio::time::sleep(Unsettled::backoff(failures)).await;
+    }
     let envelope = match Envelope::decode(delivery.body()) {
         Ok(envelope) => envelope,
         Err(err) => {
-            warn!(%queue, error = %err, "dead-lettering a message that is not an envelope");
-            let settlement = Settlement::DeadLetter {
-                reason: "malformed envelope".into(),
-                attempts: 0,
-            };
-            settle(&shared, delivery, &queue, settlement).await;
+            let error = bounded(&err.to_string(), REASON_MAX).into_owned();
+            warn!(%queue, %error, "dead-lettering a message that is not an envelope");
+            let settlement = Settlement::dead_letter("malformed envelope", 0);
+            settle(&shared, delivery, &queue, key, settlement).await;
             return;
         }
     };
-    let span = info_span!("job", job_id = %envelope.job_id, job_type = %envelope.job_type, attempt = envelope.attempt);
+    let span = info_span!(
+        "job",
+        job_id = %envelope.job_id,
+        job_type = %bounded(&envelope.job_type, NAME_MAX),
+        attempt = envelope.attempt
+    );
     async {
         let settlement = run(&shared, &envelope).await;
-        settle(&shared, delivery, &queue, settlement).await;
+        settle(&shared, delivery, &queue, key, settlement).await;
     }
     .instrument(span)
     .await;
@@ -78,17 +125,18 @@ async fn run<B: Backend>(shared: &Shared<B>, envelope: &Envelope) -> Settlement 
     let size = envelope.payload.get().len();
     if size > shared.config.max_payload_bytes {
         let limit = shared.config.max_payload_bytes;
-        return Settlement::DeadLetter {
-            reason: format!("payload too large: {size} bytes, the limit is {limit} bytes"),
-            attempts: envelope.attempt,
-        };
+        return Settlement::dead_letter(
+            &format!("payload too large: {size} bytes, the limit is {limit} bytes"),
+            envelope.attempt,
+        );
     }
     let registry = shared.plugins.current();
     let Some(route) = registry.route(&envelope.job_type).cloned() else {
-        return Settlement::DeadLetter {
-            reason: format!("no handler for job type `{}`", envelope.job_type),
-            attempts: envelope.attempt,
-        };
+        let reason = format!(
+            "no handler for job type `{}`",
+            bounded(&envelope.job_type, NAME_MAX)
+        );
+        return Settlement::dead_letter(&reason, envelope.attempt);
     };
     let outcome = match invoke(shared, &route, envelope).await {
         Outcome::Completed { follow_ups } => {
@@ -108,14 +156,18 @@ async fn invoke<B: Backend>(shared: &Shared<B>, route: &Route, envelope: &Envelo
     let job = Invocation {
         job_id: envelope.job_id,
         job_type: &envelope.job_type,
-        queue: &envelope.queue,
+        queue: &route.queue.name,
         attempt: envelope.attempt,
         max_attempts: route.policy().max_attempts,
         deferrals: envelope.deferrals,
         priority: envelope.priority,
         age: envelope.age(),
         payload: envelope.payload.get().as_bytes(),
-        timeout: effective_timeout(&route.job, &route.queue, shared.config.default_timeout),
+        timeout: shared.config.attempt_timeout(effective_timeout(
+            &route.job,
+            &route.queue,
+            shared.config.default_timeout,
+        )),
     };
     // The call sits inside the async block so that a panic while building the future is
     // caught as well as one while polling it.
@@ -148,23 +200,27 @@ fn decide<B: Backend>(
             };
         }
         Outcome::Undecodable(err) => {
-            return Settlement::DeadLetter {
-                reason: format!("decode error: {err}"),
-                attempts: envelope.attempt,
-            };
+            return Settlement::dead_letter(&format!("decode error: {err}"), envelope.attempt);
         }
         Outcome::Failed(JobError::Fatal(msg)) => {
-            return Settlement::DeadLetter {
-                reason: format!("fatal error: {}", JobError::Fatal(msg)),
-                attempts: envelope.attempt,
-            };
+            let reason = format!("fatal error: {}", JobError::Fatal(msg));
+            return Settlement::dead_letter(&reason, envelope.attempt);
         }
         Outcome::Failed(JobError::Deferred { delay, reason }) => {
-            info!(%reason, delay = ?granularity.round(delay), "job deferred");
-            let next = envelope.deferred(route.queue.max_priority);
+            let delay = match granularity.round(delay) {
+                Ok(delay) => delay,
+                Err(too_long) => {
+                    let reason = format!("cannot defer the job: {too_long}");
+                    return Settlement::dead_letter(&reason, envelope.attempt);
+                }
+            };
+            info!(reason = %bounded(&reason, REASON_MAX), delay = ?delay.get(), "job deferred");
             return Settlement::Republish {
-                next,
-                delay: granularity.round(delay),
+                what: "deferral",
+                next: envelope
+                    .deferred(route.queue.max_priority)
+                    .routed_to(&route.queue.name),
+                delay,
             };
         }
         Outcome::Failed(failure) => failure,
@@ -172,40 +228,97 @@ fn decide<B: Backend>(
     };
     let policy = route.policy();
     match policy.decide(envelope.attempt) {
-        RetryDecision::Retry { delay } => {
-            let delay = granularity.round(delay);
-            info!(error = %failure, retry_in = ?delay, "job failed, retrying");
-            Settlement::Republish {
-                next: envelope.next_attempt(),
-                delay,
+        RetryDecision::Retry { delay } => match granularity.round(delay) {
+            Ok(delay) => {
+                let error = bounded(&failure.to_string(), REASON_MAX).into_owned();
+                info!(%error, retry_in = ?delay.get(), "job failed, retrying");
+                Settlement::Republish {
+                    what: "retry",
+                    next: envelope.next_attempt().routed_to(&route.queue.name),
+                    delay,
+                }
             }
-        }
-        RetryDecision::GiveUp => Settlement::DeadLetter {
-            reason: format!(
+            Err(too_long) => {
+                let reason = format!("cannot retry the job: {too_long}; it failed with: {failure}");
+                Settlement::dead_letter(&reason, envelope.attempt)
+            }
+        },
+        RetryDecision::GiveUp => Settlement::dead_letter(
+            &format!(
                 "max attempts ({}) exhausted after attempt {}: {failure}",
                 policy.max_attempts, envelope.attempt
             ),
-            attempts: envelope.attempt,
-        },
+            envelope.attempt,
+        ),
     }
 }
 
+/// Publish what replaces the delivery, then ack it. A publish that can never succeed
+/// becomes a dead letter naming the cause; any other failure leaves the delivery to the
+/// broker and counts against the message.
 async fn settle<B: Backend>(
     shared: &Shared<B>,
     delivery: DeliveryOf<B>,
     queue: &str,
+    key: MessageKey,
     settlement: Settlement,
 ) {
-    match publish(shared, &delivery, queue, &settlement).await {
-        Ok(()) => match delivery.ack().await {
-            Ok(()) => log_settled(&settlement),
-            Err(err) => warn!(error = %err, "ack failed; the broker will redeliver the job"),
-        },
-        Err(err) => {
-            error!(error = %err, ?settlement, "publish failed; requeueing the delivery");
-            if let Err(err) = delivery.requeue().await {
-                warn!(error = %err, "requeue failed; the broker will redeliver the job");
+    let settlement = match publish(shared, &delivery, queue, &settlement).await {
+        Ok(()) => settlement,
+        Err(err) if err.is_permanent() && !matches!(settlement, Settlement::DeadLetter { .. }) => {
+            let reason = format!("{} could not be published: {err}", settlement.what());
+            let attempts = settlement.attempts(&delivery);
+            let letter = Settlement::dead_letter(&reason, attempts);
+            if let Err(err) = publish(shared, &delivery, queue, &letter).await {
+                return unsettled(shared, delivery, key, &err).await;
             }
+            letter
+        }
+        Err(err) => return unsettled(shared, delivery, key, &err).await,
+    };
+    match delivery.ack().await {
+        Ok(()) => {
+            shared.unsettled.settled(key);
+            log_settled(&settlement);
+        }
+        Err(err) => {
+            shared.unsettled.failed(key);
+            warn!(error = %err, "ack failed; the broker will redeliver the job");
+        }
+    }
+}
+
+/// The delivery could not be settled: give it back to the broker, counted.
+async fn unsettled<D: Delivery>(
+    shared: &Shared<impl Backend>,
+    delivery: D,
+    key: MessageKey,
+    err: &BrokerError,
+) {
+    let failures = shared.unsettled.failed(key);
+    let error = bounded(&err.to_string(), REASON_MAX).into_owned();
+    error!(%error, failures, "publish failed; the job goes back to the broker");
+    if let Err(err) = delivery.requeue().await {
+        warn!(error = %err, "requeue failed; the broker will redeliver the job");
+    }
+}
+
+impl Settlement {
+    /// What this settlement publishes, for a reason.
+    fn what(&self) -> &'static str {
+        match self {
+            Self::Ack { .. } => "a follow-up job",
+            Self::Republish { what, .. } => what,
+            Self::DeadLetter { .. } => "the dead letter",
+        }
+    }
+
+    /// The attempt a dead letter replacing this settlement records.
+    fn attempts(&self, delivery: &impl Delivery) -> u32 {
+        match self {
+            Self::Republish { next, .. } => next.attempt,
+            Self::DeadLetter { attempts, .. } => *attempts,
+            Self::Ack { .. } => Envelope::decode(delivery.body()).map_or(0, |e| e.attempt),
         }
     }
 }
@@ -223,7 +336,9 @@ async fn publish<B: Backend>(
             }
             Ok(())
         }
-        Settlement::Republish { next, delay } => shared.backend.publish(next, Some(*delay)).await,
+        Settlement::Republish { next, delay, .. } => {
+            shared.backend.publish(next, Some(*delay)).await
+        }
         Settlement::DeadLetter { reason, attempts } => {
             let letter = DeadLetterOut {
                 queue,
@@ -237,22 +352,31 @@ async fn publish<B: Backend>(
 }
 
 /// Give each follow-up its envelope; a follow-up of a job type nobody serves fails the
-/// attempt retryably, because publishing it would only move the problem to a dead letter.
+/// attempt retryably, because publishing it would only move the problem to a dead letter
+/// (and a plugin serving it may be loaded by the next attempt); a delay no hold queue can
+/// hold fails it fatally, because no attempt can do better.
 fn route_follow_ups<B: Backend>(
     shared: &Shared<B>,
     registry: &Registry,
     parent: &Envelope,
     follow_ups: Vec<FollowUp>,
-) -> Result<Vec<(Envelope, Option<Duration>)>, JobError> {
+) -> Result<Vec<(Envelope, Option<HoldDelay>)>, JobError> {
     follow_ups
         .into_iter()
         .map(|follow_up| {
             let route = registry.route(&follow_up.job_type).ok_or_else(|| {
                 JobError::retryable(format!(
                     "follow-up job type `{}` has no handler",
-                    follow_up.job_type
+                    bounded(&follow_up.job_type, NAME_MAX)
                 ))
             })?;
+            let delay = follow_up
+                .delay
+                .map(|delay| shared.config.retry_granularity.round(delay))
+                .transpose()
+                .map_err(|too_long| {
+                    JobError::fatal(format!("cannot enqueue follow-up job: {too_long}"))
+                })?;
             let mut envelope = Envelope::new(
                 follow_up.job_type,
                 route.queue.name.clone(),
@@ -260,9 +384,6 @@ fn route_follow_ups<B: Backend>(
             );
             envelope.job_id = follow_up.job_id;
             envelope.correlation_id.clone_from(&parent.correlation_id);
-            let delay = follow_up
-                .delay
-                .map(|delay| shared.config.retry_granularity.round(delay));
             Ok((envelope, delay))
         })
         .collect()

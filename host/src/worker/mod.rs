@@ -16,6 +16,7 @@
 mod deliver;
 mod handler;
 mod registry;
+mod unsettled;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::broker::{Backend, Consumer, Delivery};
-use crate::policy::Granularity;
+use crate::policy::{Granularity, effective_timeout};
 
 pub use handler::{BoxFuture, Handler};
 pub use registry::{Plugins, Registry, RegistryError, Route, Unit};
@@ -48,6 +49,27 @@ pub struct WorkerConfig {
     /// The largest payload handed to a plugin (default 8 MiB); a larger one is
     /// dead-lettered, because copying it into every attempt's sandbox would only fail there.
     pub max_payload_bytes: usize,
+    /// How often a message may fail to settle (its publish or ack did not happen) before
+    /// its next delivery dead-letters it as poison without running it (default 5).
+    pub max_redeliveries: u32,
+    /// The broker's consumer timeout (RabbitMQ's `consumer_timeout`, default 30 min): a
+    /// delivery unacked for longer makes the broker close the channel and redeliver it
+    /// while it still runs. No attempt may run longer than
+    /// [`attempt_timeout`](Self::attempt_timeout) allows under it.
+    pub broker_consumer_timeout: Duration,
+}
+
+impl WorkerConfig {
+    /// `timeout` cut to fit under the broker's consumer timeout, with a tenth of it left
+    /// for settling, so the broker never redelivers a job that is still running.
+    pub fn attempt_timeout(&self, timeout: Duration) -> Duration {
+        timeout.min(self.longest_attempt())
+    }
+
+    /// The longest an attempt may run: nine tenths of the broker's consumer timeout.
+    pub fn longest_attempt(&self) -> Duration {
+        self.broker_consumer_timeout.mul_f64(0.9)
+    }
 }
 
 impl Default for WorkerConfig {
@@ -58,6 +80,8 @@ impl Default for WorkerConfig {
             default_timeout: Duration::from_secs(300),
             grace_period: Duration::from_secs(30),
             max_payload_bytes: 8 * 1024 * 1024,
+            max_redeliveries: 5,
+            broker_consumer_timeout: Duration::from_secs(30 * 60),
         }
     }
 }
@@ -68,6 +92,7 @@ struct Shared<B> {
     backend: B,
     plugins: Plugins,
     config: WorkerConfig,
+    unsettled: unsettled::Unsettled,
 }
 
 /// Consumes the queues of the loaded plugins until shut down.
@@ -89,6 +114,7 @@ impl<B: Backend> Worker<B> {
                 backend,
                 plugins,
                 config,
+                unsettled: unsettled::Unsettled::default(),
             }),
         }
     }
@@ -103,6 +129,7 @@ impl<B: Backend> Worker<B> {
         let mut changes = self.shared.plugins.subscribe();
         loop {
             let registry = changes.borrow_and_update().clone();
+            self.warn_of_timeouts_the_broker_would_cut(&registry);
             let wanted: HashMap<&str, &QueueConfig> =
                 registry.queues().map(|q| (q.name.as_str(), q)).collect();
             subscriptions.retain(|name, subscription| {
@@ -156,6 +183,28 @@ impl<B: Backend> Worker<B> {
             jobs.wait().await;
         }
         info!("worker stopped");
+    }
+}
+
+impl<B> Worker<B> {
+    /// Say which job types declare a timeout longer than the broker lets a delivery stay
+    /// unacked, and that their attempts are cut to [`WorkerConfig::longest_attempt`].
+    fn warn_of_timeouts_the_broker_would_cut(&self, registry: &Registry) {
+        let config = &self.shared.config;
+        let longest = config.longest_attempt();
+        for route in registry.routes() {
+            let declared = effective_timeout(&route.job, &route.queue, config.default_timeout);
+            if declared > longest {
+                warn!(
+                    job_type = %route.job.name,
+                    timeout = ?declared,
+                    cut_to = ?longest,
+                    broker_consumer_timeout = ?config.broker_consumer_timeout,
+                    "a job timeout is longer than the broker's consumer timeout allows; \
+                     its attempts are cut short so the broker never redelivers a running job"
+                );
+            }
+        }
     }
 }
 

@@ -99,7 +99,7 @@ pub struct Route {
     pub job: JobSpec,
     /// The job's queue.
     pub queue: QueueConfig,
-    /// The serving plugin's name and version, for logs.
+    /// The serving plugin's name and version, as the admin API reports it.
     pub plugin: Arc<str>,
 }
 
@@ -170,7 +170,12 @@ impl Registry {
         self.routes.get(job_type)
     }
 
-    /// Every queue some loaded unit declares.
+    /// The route of every job type a loaded unit serves.
+    pub fn routes(&self) -> impl Iterator<Item = &Route> {
+        self.routes.values().map(|route| &**route)
+    }
+
+    /// The queues of every loaded unit.
     pub fn queues(&self) -> impl Iterator<Item = &QueueConfig> {
         self.queues.values()
     }

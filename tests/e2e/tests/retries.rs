@@ -376,7 +376,10 @@ async fn a_deferral_comes_back_ahead_of_the_backlog_and_a_later_retry_does_not()
             .expect("json");
         let backlog = Envelope::new("scripted.UrgentJob", URGENT, payload);
         h.backend
-            .publish(&backlog, Some(Duration::from_secs(1)))
+            .publish(
+                &backlog,
+                Granularity::default().round(Duration::from_secs(1)).ok(),
+            )
             .await
             .expect("publish");
     }

@@ -4,6 +4,11 @@
 //! (so tests under `start_paused` run in milliseconds); dead letters keep their reason.
 //! Nothing survives the process. Inspection methods (`pending`, `acked`, `deferred`,
 //! `dead_letters`, `hold_queues`) exist so tests can assert what the broker would hold.
+//!
+//! Memory is bounded by what the queues hold, as on a broker: [`MemoryBackend::embedded`],
+//! the host's embedded default, keeps no record of acked or held envelopes and forgets
+//! expired hold queues. [`MemoryBackend::new`] records them for inspection, and so grows
+//! with every job: it is for tests.
 
 mod state;
 
@@ -17,6 +22,7 @@ use tokio::time::Instant;
 use super::hold::{HoldQueue, check_queue_name};
 use super::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
+use crate::policy::HoldDelay;
 use state::{Message, State};
 
 pub use state::{DeadLetter, HeldMessage};
@@ -28,9 +34,19 @@ pub struct MemoryBackend {
 }
 
 impl MemoryBackend {
-    /// An empty broker.
+    /// An empty broker that records every acked and held envelope for inspection
+    /// ([`acked`](Self::acked), [`deferred`](Self::deferred)): for tests, as it grows with
+    /// every job.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty broker that keeps nothing but what its queues hold, for a long-running
+    /// host: [`acked`](Self::acked) and [`deferred`](Self::deferred) stay empty.
+    pub fn embedded() -> Self {
+        Self {
+            state: Arc::new(Mutex::new(State::unrecorded())),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -154,7 +170,7 @@ impl Backend for MemoryBackend {
     async fn publish(
         &self,
         envelope: &Envelope,
-        delay: Option<Duration>,
+        delay: Option<HoldDelay>,
     ) -> Result<(), BrokerError> {
         let message = Message::new(envelope.encode(), envelope.priority);
         let mut state = self.lock();
@@ -165,10 +181,10 @@ impl Backend for MemoryBackend {
             q.push(message);
             return Ok(());
         };
-        let hold = HoldQueue::for_delay(&envelope.queue, delay)?;
-        q.hold(hold, envelope.clone(), delay, Instant::now());
+        let hold = HoldQueue::for_delay(&envelope.queue, delay);
+        q.hold(hold, envelope, delay.get(), Instant::now());
         drop(state);
-        self.release_after(envelope.queue.clone(), message, delay);
+        self.release_after(envelope.queue.clone(), message, delay.get());
         Ok(())
     }
 

@@ -85,16 +85,35 @@ impl Ord for Message {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct State {
     queues: HashMap<String, QueueState>,
+    /// Whether acked and held envelopes are kept for inspection.
+    recording: bool,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            queues: HashMap::new(),
+            recording: true,
+        }
+    }
 }
 
 impl State {
+    pub(super) fn unrecorded() -> Self {
+        Self {
+            recording: false,
+            ..Self::default()
+        }
+    }
+
     pub(super) fn declare(&mut self, config: &QueueConfig) {
+        let recording = self.recording;
         self.queues
             .entry(config.name.clone())
-            .or_insert_with(|| QueueState::new(config.max_priority));
+            .or_insert_with(|| QueueState::new(config.max_priority, recording));
     }
 
     pub(super) fn queue(&self, name: &str) -> Option<&QueueState> {
@@ -123,13 +142,17 @@ pub(super) struct QueueState {
     pub(super) acked: Vec<Envelope>,
     pub(super) dead: Vec<DeadLetter>,
     pub(super) held: Vec<HeldMessage>,
-    /// Every hold queue ever declared, with its TTL and when it expires unless used again.
+    /// Every hold queue declared (ever, when recording; else those not yet expired), with
+    /// its TTL and when it expires unless used again.
     pub(super) hold_expiry: HashMap<String, (Duration, Instant)>,
+    /// Whether `acked` and `held` are kept.
+    recording: bool,
 }
 
 impl QueueState {
-    fn new(max_priority: u8) -> Self {
+    fn new(max_priority: u8, recording: bool) -> Self {
         Self {
+            recording,
             max_priority,
             ready: BinaryHeap::new(),
             next_seq: 0,
@@ -168,7 +191,9 @@ impl QueueState {
 
     pub(super) fn ack(&mut self, message: &Message) {
         self.unacked -= 1;
-        if let Ok(envelope) = Envelope::decode(&message.body) {
+        if self.recording
+            && let Ok(envelope) = Envelope::decode(&message.body)
+        {
             self.acked.push(envelope);
         }
     }
@@ -177,17 +202,23 @@ impl QueueState {
     pub(super) fn hold(
         &mut self,
         hold: HoldQueue,
-        envelope: Envelope,
+        envelope: &Envelope,
         delay: Duration,
         now: Instant,
     ) {
+        if !self.recording {
+            self.hold_expiry
+                .retain(|_, (_, expires_at)| *expires_at > now);
+        }
         let expires_at = now + Duration::from_millis(hold.expires_ms());
         self.hold_expiry.insert(hold.name, (delay, expires_at));
-        self.held.push(HeldMessage {
-            envelope,
-            delay,
-            held_at: now,
-        });
+        if self.recording {
+            self.held.push(HeldMessage {
+                envelope: envelope.clone(),
+                delay,
+                held_at: now,
+            });
+        }
         self.waiting += 1;
     }
 

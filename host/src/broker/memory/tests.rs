@@ -4,12 +4,19 @@ use jobhost_sdk::QueueConfig;
 use serde_json::value::RawValue;
 
 use super::*;
+use crate::policy::Granularity;
 
 fn queue(name: &str) -> QueueConfig {
     let mut config = QueueConfig::new(name);
     config.prefetch = 2;
     config.max_priority = 5;
     config
+}
+
+fn hold(delay: Duration) -> HoldDelay {
+    Granularity::new(Duration::from_millis(1))
+        .round(delay)
+        .expect("fits a hold queue")
 }
 
 fn job(queue: &str, key: &str) -> Envelope {
@@ -76,7 +83,7 @@ async fn a_consumer_holds_no_more_than_its_prefetch() {
 async fn a_delayed_publish_waits_in_its_hold_queue_for_exactly_the_delay() {
     let backend = declared("q").await;
     backend
-        .publish(&job("q", "a"), Some(Duration::from_secs(4)))
+        .publish(&job("q", "a"), Some(hold(Duration::from_secs(4))))
         .await
         .expect("publish");
     assert_eq!(
@@ -105,7 +112,7 @@ async fn a_delayed_publish_waits_in_its_hold_queue_for_exactly_the_delay() {
 async fn an_unused_hold_queue_expires_after_twice_its_ttl() {
     let backend = declared("q").await;
     backend
-        .publish(&job("q", "a"), Some(Duration::from_secs(2)))
+        .publish(&job("q", "a"), Some(hold(Duration::from_secs(2))))
         .await
         .expect("publish");
     tokio::time::sleep(Duration::from_millis(3999)).await;

@@ -12,6 +12,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, MAX_SHORT_STRING_LENGTH, S
 
 use crate::broker::{DeadLetterOut, HoldQueue};
 use crate::envelope::Envelope;
+use crate::text::{REASON_MAX, bounded};
 
 pub(super) const HEADER_ATTEMPT: &str = "x-attempt";
 pub(super) const HEADER_DEFERRALS: &str = "x-deferrals";
@@ -43,11 +44,16 @@ pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
 
 /// The properties of a dead letter: persistent, with why and where from. The body is
 /// not necessarily an envelope, so nothing else is claimed about it.
+///
+/// The reason is bounded ([`REASON_MAX`] bytes and a marker), because it can quote what a
+/// producer sent (a job type, a decode error), and a header frame larger than the
+/// connection's `frame_max` makes the broker close the whole connection. Every header of
+/// a dead letter together stays under 4 KiB, the smallest `frame_max` AMQP allows.
 pub(super) fn dead_letter_properties(letter: &DeadLetterOut<'_>) -> BasicProperties {
     let mut headers = FieldTable::default();
     headers.insert(
         HEADER_DEATH_REASON.into(),
-        AMQPValue::LongString(LongString::from(letter.reason)),
+        AMQPValue::LongString(LongString::from(&*bounded(letter.reason, REASON_MAX))),
     );
     headers.insert(
         HEADER_ORIGINAL_QUEUE.into(),
@@ -162,6 +168,8 @@ mod tests {
     use serde_json::value::RawValue;
 
     use super::*;
+    use crate::policy::Granularity;
+    use crate::text::MARKER_MAX;
 
     fn envelope() -> Envelope {
         let payload = RawValue::from_string("{}".to_owned()).expect("valid json");
@@ -234,6 +242,34 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_dead_letter_reason_is_cut_far_below_the_smallest_frame_size() {
+        let reason = format!("no handler for job type `{}`", "x".repeat(200_000));
+        let letter = DeadLetterOut {
+            queue: "q",
+            body: b"raw",
+            reason: &reason,
+            attempts: 1,
+        };
+        let properties = dead_letter_properties(&letter);
+        let kept = string_header(&properties, HEADER_DEATH_REASON).expect("a reason");
+        assert!(kept.starts_with("no handler for job type `xxx"), "{kept}");
+        assert!(
+            kept.ends_with(&format!("({} bytes in all)", reason.len())),
+            "{kept}"
+        );
+        assert!(
+            kept.len() <= REASON_MAX + MARKER_MAX,
+            "{} bytes",
+            kept.len()
+        );
+        let headers = REASON_MAX + MARKER_MAX + 255 + 64;
+        assert!(
+            headers < 4096,
+            "all headers fit the smallest frame: {headers} bytes"
+        );
+    }
+
+    #[test]
     fn a_work_queue_without_priorities_or_ttl_has_no_arguments() {
         let config = QueueConfig {
             max_priority: 0,
@@ -261,7 +297,10 @@ mod tests {
 
     #[test]
     fn a_hold_queue_releases_onto_its_work_queue_and_expires_after_two_delays() {
-        let hold = HoldQueue::for_delay("q", Duration::from_millis(250)).expect("fits");
+        let delay = Granularity::new(Duration::from_millis(1))
+            .round(Duration::from_millis(250))
+            .expect("fits");
+        let hold = HoldQueue::for_delay("q", delay);
         let arguments = hold_queue_arguments("q", &hold);
         let get = |key: &str| arguments.inner().get(key).cloned();
         assert_eq!(get("x-message-ttl"), Some(AMQPValue::LongLongInt(250)));

@@ -9,9 +9,14 @@
 //! one closes its channel and must not take in-flight publishes with it.
 //!
 //! Every publish is persistent, `mandatory`, goes to the default exchange and returns
-//! once confirmed; a nack or an unroutable return is [`BrokerError::NotConfirmed`].
-//! Confirms are pipelined: publishes share a few confirm-mode channels, each with
-//! any number of confirms outstanding.
+//! once confirmed; a nack is [`BrokerError::NotConfirmed`], an unroutable return
+//! [`BrokerError::Unroutable`]. Each publish has a confirm-mode channel to itself while
+//! it is in flight, so a return is never credited to another publish; publishes run
+//! concurrently over as many channels as [`RabbitMqOptions::publisher_channels`] allows.
+//!
+//! A queue deleted behind the host's back is declared again: a publish returned as
+//! unroutable from a queue this backend declared (a work queue, its dead-letter queue, a
+//! hold queue) re-declares it and is sent once more; only a second return fails it.
 //!
 //! Reconnection: a supervisor task per backend notices a dropped connection (connection
 //! events, reports from callers, a periodic check), reconnects with jittered exponential
@@ -31,7 +36,6 @@ mod session;
 mod url;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use jobhost_sdk::QueueConfig;
 use tokio::task::JoinHandle;
@@ -44,6 +48,7 @@ pub use options::{RabbitMqOptions, ReconnectBackoff};
 use super::hold::check_queue_name;
 use super::{Backend, BrokerError, DeadLetterOut, HoldQueue, dead_letter_queue_name};
 use crate::envelope::Envelope;
+use crate::policy::HoldDelay;
 use codec::{dead_letter_properties, job_properties};
 
 /// A RabbitMQ broker. Dropping it (or [`close`](Self::close)) stops its consumers and
@@ -89,6 +94,33 @@ impl RabbitMqBackend {
     }
 }
 
+impl RabbitMqBackend {
+    /// Publish to `routing_key`, one of the queues of work queue `queue`; when the broker
+    /// returns it as unroutable and this backend declared `queue`, declare its queues
+    /// again and send it once more.
+    async fn publish_redeclaring(
+        &self,
+        queue: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: lapin::BasicProperties,
+    ) -> Result<(), BrokerError> {
+        let result = self
+            .publish_now(routing_key, body, properties.clone())
+            .await;
+        let (Err(BrokerError::Unroutable { .. }), Some(config)) = (&result, self.link.known(queue))
+        else {
+            return result;
+        };
+        tracing::warn!(queue = %routing_key, "a queue was gone; declaring it again");
+        let config = &config;
+        self.link
+            .run(|session| async move { session.declare_work_queue(config).await })
+            .await?;
+        self.publish_now(routing_key, body, properties).await
+    }
+}
+
 impl Drop for RabbitMqBackend {
     /// Consumers hold channels of the connection, so it is closed explicitly rather
     /// than left to the last handle.
@@ -114,41 +146,49 @@ impl Backend for RabbitMqBackend {
         Ok(())
     }
 
-    /// A delay that rounds to zero milliseconds is no delay. A delayed publish needs
-    /// the work queue declared through this backend ([`BrokerError::UnknownQueue`]
-    /// otherwise), because the hold queue takes its durability and must not release
-    /// into a queue that does not exist, where the broker would drop the message
-    /// without a word.
+    /// A delayed publish needs the work queue declared through this backend
+    /// ([`BrokerError::UnknownQueue`] otherwise), because the hold queue takes its
+    /// durability and must not release into a queue that does not exist, where the broker
+    /// would drop the message without a word.
     async fn publish(
         &self,
         envelope: &Envelope,
-        delay: Option<Duration>,
+        delay: Option<HoldDelay>,
     ) -> Result<(), BrokerError> {
         check_queue_name(&envelope.queue)?;
         let body = envelope.encode();
         let properties = job_properties(envelope);
-        let hold = delay
-            .map(|delay| HoldQueue::for_delay(&envelope.queue, delay))
-            .transpose()?;
-        let Some(hold) = hold.filter(|hold| hold.ttl_ms > 0) else {
-            return self.publish_now(&envelope.queue, &body, properties).await;
+        let Some(delay) = delay else {
+            return self
+                .publish_redeclaring(&envelope.queue, &envelope.queue, &body, properties)
+                .await;
         };
+        let hold = HoldQueue::for_delay(&envelope.queue, delay);
         let config = self
             .link
             .known(&envelope.queue)
             .ok_or_else(|| BrokerError::UnknownQueue(envelope.queue.clone()))?;
         let (config, hold, body, properties) = (&config, &hold, &body, &properties);
-        self.link
-            .run(|session| async move {
+        let held = || {
+            self.link.run(|session| async move {
                 session.declare_hold_queue(config, hold).await?;
                 session.publish(&hold.name, body, properties.clone()).await
             })
-            .await
+        };
+        match held().await {
+            Err(BrokerError::Unroutable { .. }) => {
+                tracing::warn!(queue = %hold.name, "a hold queue was gone; declaring it again");
+                self.link.session().await?.forget_hold_queue(hold);
+                held().await
+            }
+            result => result,
+        }
     }
 
     async fn dead_letter(&self, letter: DeadLetterOut<'_>) -> Result<(), BrokerError> {
         check_queue_name(letter.queue)?;
-        self.publish_now(
+        self.publish_redeclaring(
+            letter.queue,
             &dead_letter_queue_name(letter.queue),
             letter.body,
             dead_letter_properties(&letter),

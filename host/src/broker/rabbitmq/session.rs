@@ -4,13 +4,13 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use jobhost_sdk::QueueConfig;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use tokio::sync::Semaphore;
 
 use super::RabbitMqOptions;
 use super::codec::{declare_options, hold_queue_arguments, work_queue_arguments};
@@ -51,9 +51,14 @@ pub(super) struct Session {
     /// Counts sessions, so waiters can tell a new one from the one that failed them.
     pub(super) generation: u64,
     connection: Connection,
-    /// Confirm-mode channels that carry every publish, any number in flight on each.
-    publishers: Vec<tokio::sync::Mutex<Channel>>,
-    next_publisher: AtomicUsize,
+    /// Idle confirm-mode channels. Each carries one publish at a time, because lapin
+    /// credits a returned (unroutable) message to whichever confirmation of its channel
+    /// completes next, and completes a `multiple` ack's tags in hash-map order: with two
+    /// publishes outstanding on a channel, one's return could be credited to the other,
+    /// and a lost dead letter reported as published.
+    publishers: Mutex<Vec<Channel>>,
+    /// Bounds the publishes in flight, and so the publisher channels, per session.
+    publishing: Semaphore,
     /// Idle channels for declarations: each declaration takes its own, because a
     /// refused one closes its channel, and nothing else must be on it then.
     spare: Mutex<Vec<Channel>>,
@@ -71,15 +76,11 @@ impl Session {
         let properties = ConnectionProperties::default()
             .with_connection_name(options.connection_name.as_str().into());
         let connection = Connection::connect(url, properties).await?;
-        let mut publishers = Vec::with_capacity(options.publisher_channels);
-        for _ in 0..options.publisher_channels {
-            publishers.push(tokio::sync::Mutex::new(confirm_channel(&connection).await?));
-        }
         Ok(Self {
             generation,
             connection,
-            publishers,
-            next_publisher: AtomicUsize::new(0),
+            publishers: Mutex::new(Vec::new()),
+            publishing: Semaphore::new(options.publisher_channels),
             spare: Mutex::new(Vec::new()),
             holds: Mutex::new(HashMap::new()),
         })
@@ -109,41 +110,33 @@ impl Session {
         }
     }
 
-    /// Publish to the default exchange, `mandatory`, and wait for the confirm.
+    /// Publish to the default exchange, `mandatory`, and wait for the confirm, on a
+    /// publisher channel of its own (see [`Session::publishers`]).
     pub(super) async fn publish(
         &self,
         routing_key: &str,
         body: &[u8],
         properties: BasicProperties,
     ) -> Result<(), Failure> {
-        let channel = self.publisher().await.map_err(Failure::Lost)?;
+        let _slot = self
+            .publishing
+            .acquire()
+            .await
+            .expect("the publishing semaphore is never closed");
+        let channel = self.idle_publisher().await.map_err(Failure::Lost)?;
         let options = BasicPublishOptions {
             mandatory: true,
             ..BasicPublishOptions::default()
         };
+        // Dropped without `release` (an error, or the caller giving up), the channel is
+        // closed rather than reused, because a confirm may still be outstanding on it.
         let confirm = channel
             .basic_publish("".into(), routing_key.into(), options, body, properties)
             .await
             .map_err(Failure::Lost)?;
-        let not_confirmed = |reason: String| {
-            Failure::Final(BrokerError::NotConfirmed {
-                queue: routing_key.to_owned(),
-                reason,
-            })
-        };
-        match confirm.await.map_err(Failure::Lost)? {
-            Confirmation::Ack(None) => Ok(()),
-            Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
-                Err(not_confirmed(format!(
-                    "returned as unroutable ({} {})",
-                    returned.reply_code, returned.reply_text
-                )))
-            }
-            Confirmation::Nack(None) => Err(not_confirmed("the broker nacked it".to_owned())),
-            Confirmation::NotRequested => Err(not_confirmed(
-                "the channel was not in confirm mode".to_owned(),
-            )),
-        }
+        let confirmation = confirm.await.map_err(Failure::Lost)?;
+        self.release_publisher(channel);
+        confirmed(routing_key, confirmation)
     }
 
     /// Declare a work queue and its dead-letter queue.
@@ -193,6 +186,15 @@ impl Session {
         Ok(())
     }
 
+    /// Forget that `hold` was declared, so the next publish declares it again: the broker
+    /// returned a publish to it, so it is gone (deleted, or expired behind our back).
+    pub(super) fn forget_hold_queue(&self, hold: &HoldQueue) {
+        self.holds
+            .lock()
+            .expect("hold declarations poisoned")
+            .remove(&hold.name);
+    }
+
     async fn declare(
         &self,
         queue: &str,
@@ -208,15 +210,25 @@ impl Session {
         Ok(())
     }
 
-    /// The next publisher channel, round robin; one the broker closed is replaced
-    /// while the connection still stands.
-    async fn publisher(&self) -> Result<Channel, lapin::Error> {
-        let index = self.next_publisher.fetch_add(1, Ordering::Relaxed) % self.publishers.len();
-        let mut slot = self.publishers[index].lock().await;
-        if !slot.status().connected() {
-            *slot = confirm_channel(&self.connection).await?;
+    /// An idle publisher channel, or a new one.
+    async fn idle_publisher(&self) -> Result<Channel, lapin::Error> {
+        let idle = self
+            .publishers
+            .lock()
+            .expect("publisher list poisoned")
+            .pop();
+        match idle {
+            Some(channel) if channel.status().connected() => Ok(channel),
+            _ => confirm_channel(&self.connection).await,
         }
-        Ok(slot.clone())
+    }
+
+    /// Keep a publisher channel whose publish is settled, with nothing outstanding on it.
+    fn release_publisher(&self, channel: Channel) {
+        self.publishers
+            .lock()
+            .expect("publisher list poisoned")
+            .push(channel);
     }
 
     async fn spare_channel(&self) -> Result<Channel, lapin::Error> {
@@ -238,6 +250,28 @@ impl Session {
         if spare.len() < SPARE_CHANNELS {
             spare.push(channel);
         }
+    }
+}
+
+/// What a confirmation means for the publish it answers.
+fn confirmed(routing_key: &str, confirmation: Confirmation) -> Result<(), Failure> {
+    let queue = routing_key.to_owned();
+    match confirmation {
+        Confirmation::Ack(None) => Ok(()),
+        Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
+            Err(Failure::Final(BrokerError::Unroutable {
+                queue,
+                reason: format!("{} {}", returned.reply_code, returned.reply_text),
+            }))
+        }
+        Confirmation::Nack(None) => Err(Failure::Final(BrokerError::NotConfirmed {
+            queue,
+            reason: "the broker nacked it".to_owned(),
+        })),
+        Confirmation::NotRequested => Err(Failure::Final(BrokerError::NotConfirmed {
+            queue,
+            reason: "the channel was not in confirm mode".to_owned(),
+        })),
     }
 }
 
