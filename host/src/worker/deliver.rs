@@ -84,6 +84,9 @@ pub(super) async fn deliver<B: Backend>(
     } else {
         0
     };
+    if failures > 0 {
+        tokio::time::sleep(Unsettled::backoff(failures)).await;
+    }
     if failures >= shared.config.max_redeliveries {
         let reason = format!(
             "poison message: delivered {} times without being settled",
@@ -93,9 +96,6 @@ pub(super) async fn deliver<B: Backend>(
         let settlement = Settlement::dead_letter(&reason, attempts);
         settle(&shared, delivery, &queue, key, settlement).await;
         return;
-    }
-    if failures > 0 {
-        tokio::time::sleep(Unsettled::backoff(failures)).await;
     }
     let envelope = match Envelope::decode(delivery.body()) {
         Ok(envelope) => envelope,

@@ -283,4 +283,6 @@ impl<B: Backend> ConsumeLoop<B> {
 }
 
 #[cfg(test)]
+mod ending_tests;
+#[cfg(test)]
 mod tests;

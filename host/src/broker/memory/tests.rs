@@ -189,3 +189,41 @@ async fn dead_letters_keep_the_raw_body_and_the_reason() {
     );
     assert!(dead[0].envelope().is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_embedded_backend_keeps_nothing_but_what_its_queues_hold() {
+    let backend = MemoryBackend::embedded();
+    backend.declare(&queue("q")).await.expect("declared");
+    let mut consumer = backend.consume(&queue("q")).await.expect("consumer");
+    for n in 0..100 {
+        backend
+            .publish(
+                &job("q", &format!("held-{n}")),
+                Some(hold(Duration::from_millis(n + 1))),
+            )
+            .await
+            .expect("publish");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for _ in 0..100 {
+        consumer
+            .next()
+            .await
+            .expect("a delivery")
+            .ack()
+            .await
+            .expect("ack");
+    }
+    assert!(backend.acked("q").is_empty(), "no record of acked jobs");
+    assert!(backend.deferred("q").is_empty(), "no record of held jobs");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    backend
+        .publish(&job("q", "last"), Some(hold(Duration::from_secs(5))))
+        .await
+        .expect("publish");
+    assert_eq!(
+        backend.hold_queues_created("q"),
+        1,
+        "expired hold queues are forgotten"
+    );
+}
