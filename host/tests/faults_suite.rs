@@ -25,7 +25,9 @@ use std::sync::Arc;
 use faults_support::ledger::{DONE_QUEUE, Ledger, WORK_QUEUE};
 use faults_support::process::HostProcess;
 use faults_support::table::Table;
-use faults_support::{bad_input, broken_plugins, broker_faults, hostile, job_count, sigkill};
+use faults_support::{
+    bad_input, broken_plugins, broker_faults, hostile, hostile_messages, job_count, sigkill,
+};
 use support::worker::fixture_queues;
 use support::{backend, unique};
 
@@ -56,6 +58,9 @@ async fn no_fault_loses_a_job_and_the_ledger_accounts_for_every_one() {
     table
         .0
         .push(broker_faults::run(&mut ledger, &publisher, jobs).await);
+    table
+        .0
+        .push(hostile_messages::run(&host, dir.path(), &mut ledger, 1000).await);
     drop(host);
     table.0.push(hostile::run(jobs / 2).await);
 

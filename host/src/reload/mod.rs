@@ -20,7 +20,7 @@ use tracing::{error, info};
 use crate::plugin::{Engine, LoadError, Plugin};
 use crate::worker::{Handler, Plugins, RegistryError, Unit};
 
-pub use watch::watch;
+pub use watch::{is_edit, watch};
 
 /// How long a plugin file written in place must go without changes before it is loaded.
 pub const QUIET_PERIOD: Duration = Duration::from_millis(150);

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use notify::event::ModifyKind;
+use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
@@ -13,13 +13,26 @@ use tracing::warn;
 
 use super::{Loader, QUIET_PERIOD, is_plugin_file};
 
+/// Whether `kind` changes a file's content or its presence. Loading a plugin reads its
+/// file, and reads raise access events: counting them would load every plugin again and
+/// again, and refuse a broken one in a loop, for ever.
+pub fn is_edit(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Create(_) | EventKind::Remove(_) => true,
+        EventKind::Modify(modify) => !matches!(modify, ModifyKind::Metadata(_)),
+        // The end of a write, not a read.
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        _ => false,
+    }
+}
+
 /// Watch `dir` until `shutdown`, syncing each `*.wasm` that changed once it has been quiet
 /// for [`QUIET_PERIOD`], or at once when it was renamed into place.
 pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> notify::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<(PathBuf, Duration)>();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-            Ok(event) => {
+            Ok(event) if is_edit(&event.kind) => {
                 // A rename moves a whole file into place, so there is no partial copy to
                 // wait out; this takes the quiet period off the recommended deploy.
                 let quiet = match event.kind {
@@ -31,6 +44,7 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
                     let _ = tx.send((path, quiet));
                 }
             }
+            Ok(_) => {}
             Err(err) => warn!(error = %err, "plugin directory watch error"),
         })?;
     watcher.watch(dir, RecursiveMode::NonRecursive)?;
@@ -52,5 +66,38 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{CreateKind, DataChange, MetadataKind, RenameMode};
+
+    use super::*;
+
+    #[test]
+    fn reads_and_metadata_changes_are_not_edits_but_writes_renames_and_removals_are() {
+        let read = EventKind::Access(AccessKind::Close(AccessMode::Read));
+        assert!(
+            !is_edit(&read),
+            "a load reads the file; that must not load it again"
+        );
+        assert!(!is_edit(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!is_edit(&EventKind::Modify(ModifyKind::Metadata(
+            MetadataKind::AccessTime
+        ))));
+        assert!(is_edit(&EventKind::Create(CreateKind::File)));
+        assert!(is_edit(&EventKind::Modify(ModifyKind::Data(
+            DataChange::Content
+        ))));
+        assert!(is_edit(&EventKind::Modify(ModifyKind::Name(
+            RenameMode::To
+        ))));
+        assert!(is_edit(&EventKind::Remove(notify::event::RemoveKind::File)));
+        assert!(is_edit(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
     }
 }

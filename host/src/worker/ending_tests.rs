@@ -339,3 +339,37 @@ async fn an_unpublishable_dead_letter_is_left_to_the_broker_with_a_pause_not_a_h
         start.elapsed()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_timeout_longer_than_the_broker_allows_is_cut_to_fit_under_it() {
+    static TIMEOUT_SEEN: Mutex<Option<Duration>> = Mutex::new(None);
+    let mut queue = QueueConfig::new("q");
+    queue.timeout = Some(Duration::from_secs(3600));
+    let unit = native_unit("n", manifest(queue, &["long"]), |job| {
+        *TIMEOUT_SEEN.lock().expect("seen") = Some(job.timeout);
+        Outcome::Completed { follow_ups: vec![] }
+    });
+    let config = WorkerConfig {
+        broker_consumer_timeout: Duration::from_secs(30 * 60),
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start([unit], config).await;
+    h.enqueue("long", json!({"key": "long"})).await;
+    h.run_until_idle().await;
+    assert_eq!(
+        *TIMEOUT_SEEN.lock().expect("seen"),
+        Some(Duration::from_secs(27 * 60)),
+        "nine tenths of the consumer timeout, not the declared hour"
+    );
+    h.shutdown().await;
+}
+
+#[test]
+fn a_timeout_under_the_broker_limit_is_kept_as_declared() {
+    let config = WorkerConfig::default();
+    assert_eq!(
+        config.attempt_timeout(Duration::from_secs(300)),
+        Duration::from_secs(300)
+    );
+    assert_eq!(config.longest_attempt(), Duration::from_secs(27 * 60));
+}

@@ -5,6 +5,7 @@ pub(crate) mod bad_input;
 pub(crate) mod broken_plugins;
 pub(crate) mod broker_faults;
 pub(crate) mod hostile;
+pub(crate) mod hostile_messages;
 pub(crate) mod ledger;
 pub(crate) mod process;
 pub(crate) mod sigkill;

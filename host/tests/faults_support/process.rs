@@ -64,6 +64,17 @@ impl HostProcess {
         self.child.wait().expect("the killed host is reaped");
     }
 
+    /// The host's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// How many lines after the first `skip` match `wanted`.
+    pub(crate) fn lines_since(&self, skip: usize, wanted: impl Fn(&str) -> bool) -> usize {
+        let lines = self.lines.lock().expect("the log lock");
+        lines.iter().skip(skip).filter(|l| wanted(l)).count()
+    }
+
     /// How many lines the host logged so far.
     pub(crate) fn line_count(&self) -> usize {
         self.lines.lock().expect("the log lock").len()

@@ -1,0 +1,228 @@
+//! Hostile messages and plugins against a running `jobhost run` process, published by a
+//! plain AMQP client (no jobhost code): a 200 KB job type, a payload whose decode error
+//! quotes a 200 KB string, an envelope naming an undeclared queue that fails once, an
+//! impossible deferral through the example `rate-limited-api`, a plugin flooding host
+//! calls and one blocking in `manifest()`, with ordinary jobs behind them. Each hostile
+//! message ends in its `.dead` queue with a bounded reason naming its cause, the
+//! ordinary jobs complete exactly once, and the host:
+//! - keeps the one broker connection it started with (no reconnect);
+//! - is back near idle within [`SETTLE`] of the last settlement (below [`IDLE_CPU`]);
+//! - stays under [`RSS_BOUND`] resident memory.
+
+use std::path::Path;
+use std::time::Duration;
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::AMQPValue;
+use lapin::{BasicProperties, Channel};
+
+use super::ledger::{self, Ledger, WORK_QUEUE};
+use super::process::HostProcess;
+use super::table::Row;
+use crate::support::{raw_channel, take};
+
+/// How long after the last settlement the host must be idle again.
+const SETTLE: Duration = Duration::from_secs(2);
+/// Idle: less than this share of one core over the second after [`SETTLE`].
+const IDLE_CPU: f64 = 0.10;
+/// The host's resident memory bound for the whole scenario (a debug build).
+const RSS_BOUND: u64 = 512 << 20;
+/// The longest dead-letter reason the host may put on the wire.
+const REASON_BOUND: usize = 4096;
+/// The example plugin's queue.
+const API_QUEUE: &str = "examples.api";
+const BIG: usize = 200_000;
+
+async fn publish(channel: &Channel, queue: &str, body: &[u8]) {
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body,
+            BasicProperties::default().with_content_type("application/json".into()),
+        )
+        .await
+        .expect("basic.publish")
+        .await
+        .expect("the broker confirms a raw message");
+}
+
+fn envelope(job_type: &str, queue: &str, payload: &str) -> Vec<u8> {
+    format!(
+        r#"{{"job_id":"{}","job_type":"{job_type}","queue":"{queue}","attempt":1,"enqueued_at_ms":0,"payload":{payload}}}"#,
+        uuid::Uuid::new_v4()
+    )
+    .into_bytes()
+}
+
+/// The dead letters of `queue` with their reasons, taken off the queue.
+async fn dead_reasons(channel: &Channel, queue: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    while let Some(letter) = take(channel, &format!("{queue}.dead")).await {
+        let headers = letter.properties.headers().clone().unwrap_or_default();
+        match headers.inner().get("x-death-reason") {
+            Some(AMQPValue::LongString(reason)) => reasons.push(reason.to_string()),
+            other => panic!("a dead letter without a reason: {other:?}"),
+        }
+    }
+    reasons
+}
+
+/// CPU seconds (user + system) the process has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc stat");
+    let fields: Vec<&str> = stat.rsplit_once(") ").expect("comm").1.split(' ').collect();
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    ticks as f64 / 100.0
+}
+
+/// Resident memory of the process, in bytes.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|kb| kb.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        * 1024
+}
+
+pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, jobs: usize) -> Row {
+    let channel = raw_channel().await;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .expect("confirms on the raw channel");
+    let before = host.line_count();
+    std::fs::copy(
+        jobhost_fixtures::wasm("rate-limited-api"),
+        dir.join("rate_limited_api.wasm"),
+    )
+    .expect("the example plugin copies in");
+    let consuming = format!("queue={API_QUEUE} ");
+    host.wait_for_line(before, Duration::from_secs(120), |l| {
+        l.contains("consuming") && l.contains(&consuming)
+    })
+    .await;
+
+    let stray = ledger::fresh_ids(1)[0];
+    let ordinary = ledger::fresh_ids(jobs);
+    let big_type = "x".repeat(BIG);
+    let big_string = "y".repeat(BIG);
+    publish(
+        &channel,
+        WORK_QUEUE,
+        &envelope(&big_type, WORK_QUEUE, r#"{"id":1}"#),
+    )
+    .await;
+    let undecodable = format!(r#"{{"id":"{big_string}"}}"#);
+    publish(
+        &channel,
+        WORK_QUEUE,
+        &envelope("ledger.Work", WORK_QUEUE, &undecodable),
+    )
+    .await;
+    let stray_payload = format!(r#"{{"id":{stray},"fail_times":1}}"#);
+    publish(
+        &channel,
+        WORK_QUEUE,
+        &envelope("ledger.Work", "no.such.queue", &stray_payload),
+    )
+    .await;
+    let forever = r#"{"endpoint":"/v1/forever","retry_after_ms":3000000000,"deferrals_needed":1}"#;
+    publish(
+        &channel,
+        API_QUEUE,
+        &envelope("api.CallApi", API_QUEUE, forever),
+    )
+    .await;
+    for &id in &ordinary {
+        publish(&channel, WORK_QUEUE, &ledger::work(id, 0).encode()).await;
+    }
+
+    let mut completed = ordinary.clone();
+    completed.push(stray);
+    ledger
+        .wait_for_all(
+            &completed,
+            Duration::from_secs(180),
+            "the jobs behind the hostile ones",
+        )
+        .await;
+    let dead = ledger.wait_for_dead(2, Duration::from_secs(60)).await;
+    let mut api_dead = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while api_dead.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the impossible deferral never ended"
+        );
+        api_dead = dead_reasons(&channel, API_QUEUE).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let pid = host.pid();
+    tokio::time::sleep(SETTLE).await;
+    let cpu_before = cpu_seconds(pid);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_share = cpu_seconds(pid) - cpu_before;
+    let rss = rss_bytes(pid);
+
+    let reasons: Vec<&str> = dead
+        .iter()
+        .map(|l| l.reason.as_str())
+        .chain(api_dead.iter().map(String::as_str))
+        .collect();
+    for reason in &reasons {
+        assert!(
+            reason.len() < REASON_BOUND,
+            "a bounded reason, not {} bytes",
+            reason.len()
+        );
+        assert!(!reason.contains('\n'), "one line: {reason}");
+    }
+    let named = |prefix: &str| reasons.iter().any(|r| r.starts_with(prefix));
+    assert!(named("no handler for job type `xxxx"), "{reasons:?}");
+    assert!(
+        named("decode error: invalid type: string \"yyyy"),
+        "{reasons:?}"
+    );
+    assert!(
+        api_dead.len() == 1 && api_dead[0].contains("3000000s"),
+        "the impossible deferral is dead-lettered naming its delay: {api_dead:?}"
+    );
+    let reconnects = host.lines_since(before, |l| l.contains("lost the broker connection"));
+    assert_eq!(
+        reconnects, 0,
+        "one broker connection for the whole scenario"
+    );
+    assert!(
+        idle_share < IDLE_CPU,
+        "the host is back near idle {SETTLE:?} after the last message: {:.0}% of a core",
+        idle_share * 100.0
+    );
+    assert!(
+        rss < RSS_BOUND,
+        "the host's RSS stays under {} MiB: {} MiB",
+        RSS_BOUND >> 20,
+        rss >> 20
+    );
+    println!(
+        "hostile messages: host CPU {:.1}% of a core {SETTLE:?} after the last message, RSS {} MiB, reasons {:?} bytes",
+        idle_share * 100.0,
+        rss >> 20,
+        reasons.iter().map(|r| r.len()).collect::<Vec<_>>()
+    );
+
+    let mut row = ledger.row(
+        "h: hostile messages by a plain AMQP client",
+        &completed,
+        &dead,
+    );
+    row.sent += 1;
+    *row.dead.entry(api_dead[0].clone()).or_default() += 1;
+    assert_eq!(row.duplicated, 0, "without a kill no job completes twice");
+    row
+}
