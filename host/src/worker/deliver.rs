@@ -78,12 +78,12 @@ pub(super) async fn deliver<B: Backend>(
     queue: Arc<str>,
     delivery: DeliveryOf<B>,
 ) {
-    let key = MessageKey::of(&queue, delivery.body());
-    let failures = if delivery.redelivered() {
-        shared.unsettled.failures(key)
-    } else {
-        0
-    };
+    // Only a redelivery can have failures counted, so only a redelivery pays for hashing
+    // its body up front.
+    let key = delivery
+        .redelivered()
+        .then(|| MessageKey::of(&queue, delivery.body()));
+    let failures = key.map_or(0, |key| shared.unsettled.failures(key));
     if failures > 0 {
         tokio::time::sleep(Unsettled::backoff(failures)).await;
     }
@@ -260,7 +260,7 @@ async fn settle<B: Backend>(
     shared: &Shared<B>,
     delivery: DeliveryOf<B>,
     queue: &str,
-    key: MessageKey,
+    key: Option<MessageKey>,
     settlement: Settlement,
 ) {
     let settlement = match publish(shared, &delivery, queue, &settlement).await {
@@ -270,19 +270,25 @@ async fn settle<B: Backend>(
             let attempts = settlement.attempts(&delivery);
             let letter = Settlement::dead_letter(&reason, attempts);
             if let Err(err) = publish(shared, &delivery, queue, &letter).await {
-                return unsettled(shared, delivery, key, &err).await;
+                return unsettled(shared, delivery, queue, key, &err).await;
             }
             letter
         }
-        Err(err) => return unsettled(shared, delivery, key, &err).await,
+        Err(err) => return unsettled(shared, delivery, queue, key, &err).await,
     };
     match delivery.ack().await {
         Ok(()) => {
-            shared.unsettled.settled(key);
+            if let Some(key) = key {
+                shared.unsettled.settled(key);
+            }
             log_settled(&settlement);
         }
         Err(err) => {
-            shared.unsettled.failed(key);
+            // The delivery is gone with the ack; a first delivery is counted from its
+            // redelivery on, so only a redelivery's failed ack is counted here.
+            if let Some(key) = key {
+                shared.unsettled.failed(key);
+            }
             warn!(error = %err, "ack failed; the broker will redeliver the job");
         }
     }
@@ -292,9 +298,11 @@ async fn settle<B: Backend>(
 async fn unsettled<D: Delivery>(
     shared: &Shared<impl Backend>,
     delivery: D,
-    key: MessageKey,
+    queue: &str,
+    key: Option<MessageKey>,
     err: &BrokerError,
 ) {
+    let key = key.unwrap_or_else(|| MessageKey::of(queue, delivery.body()));
     let failures = shared.unsettled.failed(key);
     let error = bounded(&err.to_string(), REASON_MAX).into_owned();
     error!(%error, failures, "publish failed; the job goes back to the broker");
