@@ -8,7 +8,8 @@ mod plugin_support;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use jobhost::plugin::{Invocation, Outcome, Plugin};
+use jobhost::job::{Invocation, Outcome};
+use jobhost::plugin::Plugin;
 use plugin_support::{invocation, load};
 use serde_json::Value;
 use tracing::subscriber::DefaultGuard;

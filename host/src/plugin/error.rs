@@ -7,7 +7,7 @@ use std::io;
 use std::path::PathBuf;
 
 use super::load::WIT_VERSION;
-use super::manifest::ManifestError;
+use crate::job::ManifestError;
 
 /// Why [`Engine::new`](super::Engine::new) failed.
 #[derive(Debug, thiserror::Error)]

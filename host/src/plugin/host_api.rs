@@ -6,8 +6,8 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::bindings::{host, types};
-use super::invoke::FollowUp;
 use super::store::JobState;
+use crate::job::FollowUp;
 
 /// Total bytes of follow-up payloads one job may enqueue: follow-ups are held in host
 /// memory until the job returns, outside the guest's memory cap.

@@ -23,8 +23,9 @@ use super::cache;
 use super::engine::Engine;
 use super::error::LoadError;
 use super::guest_log::LogTags;
-use super::manifest::{self, Manifest};
+use super::manifest;
 use super::store::{JobState, new_store};
+use crate::job::Manifest;
 
 macro_rules! wit_version {
     () => {

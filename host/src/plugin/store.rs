@@ -13,7 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::engine::MIB;
 use super::guest_log::{GuestStdio, LogSink, LogTags, Stdio};
-use super::invoke::FollowUp;
+use crate::job::FollowUp;
 
 /// The data of a job's store: the sandbox's WASI state, the job's limits, and what the
 /// guest reported through the host imports.

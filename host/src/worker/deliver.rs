@@ -26,7 +26,7 @@ use super::Shared;
 use super::registry::{Registry, Route};
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
-use crate::plugin::{FollowUp, Invocation, Outcome};
+use crate::job::{FollowUp, Invocation, Outcome};
 use crate::policy::effective_timeout;
 
 type DeliveryOf<B> = <<B as Backend>::Consumer as Consumer>::Delivery;
