@@ -12,20 +12,18 @@
 //!    [`Outcome::Crashed`] reason. Dropping the store frees the pool slot and flushes the
 //!    job's log.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use jobhost_sdk::JobError;
 
 use super::bindings::types as wit;
-use super::engine::EPOCH_TICK;
+use super::engine::BACKSTOP_GRACE;
 use super::guest_log::LogTags;
 use super::load::Plugin;
 use super::store::{new_store, timed_out};
 use crate::job::{Invocation, Outcome};
-
-/// How long after a job's timeout the tokio timeout backs up the epoch deadline: a few
-/// ticks, so a running guest is always stopped by the deadline, as a trap.
-const BACKSTOP_GRACE: Duration = EPOCH_TICK.saturating_mul(5);
+use crate::text::{self, REASON_MAX};
 
 impl Plugin {
     /// Run one job in a fresh instance, within `job.timeout` and the engine's memory cap.
@@ -50,17 +48,13 @@ impl Plugin {
     async fn run(&self, job: &Invocation<'_>) -> Outcome {
         let inner = &self.inner;
         let engine = &inner.engine.inner;
-        let tags = LogTags {
-            plugin: inner.name.clone(),
-            job_type: job.job_type.to_owned(),
-            job_id: job.job_id,
-            attempt: job.attempt,
-        };
+        let tags = LogTags::new(&inner.name, job.job_type, job.job_id, job.attempt);
         let mut store = new_store(
             &engine.wasmtime,
             tags,
             engine.config.memory_limit,
             job.timeout,
+            engine.config.host_calls.clone(),
         );
         let context = wit::JobContext {
             job_id: job.job_id.to_string(),
@@ -82,7 +76,7 @@ impl Plugin {
         .await;
         match result {
             Ok(Ok(())) => Outcome::Completed {
-                follow_ups: std::mem::take(&mut store.data_mut().follow_ups.jobs),
+                follow_ups: std::mem::take(&mut store.data_mut().follow_ups),
             },
             Ok(Err(error)) => handler_error(error),
             Err(err) => Outcome::Crashed(store.data().crash_reason(&err, job.timeout)),
@@ -90,14 +84,24 @@ impl Plugin {
     }
 }
 
+/// The handler's own error, its message bounded: the worker carries it into reasons.
 fn handler_error(error: wit::JobError) -> Outcome {
     match error {
-        wit::JobError::Retryable(message) => Outcome::Failed(JobError::retryable(message)),
-        wit::JobError::Fatal(message) => Outcome::Failed(JobError::fatal(message)),
+        wit::JobError::Retryable(message) => Outcome::Failed(JobError::retryable(bounded(message))),
+        wit::JobError::Fatal(message) => Outcome::Failed(JobError::fatal(bounded(message))),
         wit::JobError::Deferred(deferral) => Outcome::Failed(JobError::deferred_msg(
             Duration::from_millis(deferral.delay),
-            deferral.reason,
+            bounded(deferral.reason),
         )),
-        wit::JobError::Decode(message) => Outcome::Undecodable(message),
+        wit::JobError::Decode(message) => Outcome::Undecodable(bounded(message)),
+    }
+}
+
+/// `message` as one line of at most [`REASON_MAX`] bytes, without a copy when it already is.
+fn bounded(message: String) -> String {
+    if let Cow::Owned(bounded) = text::bounded(&message, REASON_MAX) {
+        bounded
+    } else {
+        message
     }
 }

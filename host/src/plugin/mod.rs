@@ -25,6 +25,7 @@
 //! - [`invoke`](Plugin::invoke): one job in a fresh store, and its [`Outcome`].
 //! - `store`, `host_api`, `guest_log`: the per-job store data and limits, the imports a
 //!   guest calls, and where its output goes.
+//! - [`budget`](HostCallBudget): what a job may hand the host, counted before it is copied.
 //!
 //! [`Invocation`]: crate::job::Invocation
 //! [`Outcome`]: crate::job::Outcome
@@ -33,6 +34,7 @@
 //! [`Manifest`]: crate::job::Manifest
 
 mod bindings;
+mod budget;
 mod cache;
 mod engine;
 mod error;
@@ -42,7 +44,9 @@ mod invoke;
 mod load;
 mod manifest;
 mod store;
+mod watchdog;
 
+pub use budget::{BudgetExceeded, HostCallBudget};
 pub use engine::{EPOCH_TICK, Engine, EngineConfig, MEMORY_RESERVATION};
 pub use error::{EngineError, LoadError};
 pub use load::{Plugin, WIT_VERSION};

@@ -14,7 +14,8 @@ use tracing::warn;
 use super::{Loader, QUIET_PERIOD, is_plugin_file};
 
 /// Watch `dir` until `shutdown`, syncing each `*.wasm` that changed once it has been quiet
-/// for [`QUIET_PERIOD`], or at once when it was renamed into place.
+/// for [`QUIET_PERIOD`], or at once when it was renamed into place. Returns at `shutdown`
+/// even while a load is running.
 pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> notify::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<(PathBuf, Duration)>();
     let mut watcher =
@@ -48,7 +49,12 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
                 for path in ready {
                     due.remove(&path);
                     // The outcome is logged by sync; a refusal leaves the old version serving.
-                    let _ = loader.sync(&path).await;
+                    // Shutdown does not wait for a load: the abandoned load ends by itself at
+                    // the engine's load deadline.
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ok(()),
+                        _ = loader.sync(&path) => {}
+                    }
                 }
             }
         }

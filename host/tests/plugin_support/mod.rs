@@ -7,6 +7,8 @@
 
 #![allow(dead_code, unreachable_pub)] // each test crate uses a different subset
 
+pub mod floods;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, PoisonError};
