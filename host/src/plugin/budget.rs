@@ -127,10 +127,6 @@ impl Spent {
         }
     }
 
-    pub(super) fn budget(&self) -> &HostCallBudget {
-        &self.budget
-    }
-
     /// Charge one call to a host import.
     pub(super) fn call(&mut self) -> Result<(), BudgetExceeded> {
         self.calls += 1;
@@ -138,6 +134,15 @@ impl Spent {
             return Err(BudgetExceeded::Calls {
                 limit: self.budget.calls,
             });
+        }
+        Ok(())
+    }
+
+    /// Check the field count of a `log` call before its fields are read.
+    pub(super) fn log_fields(&self, count: usize) -> Result<(), BudgetExceeded> {
+        let limit = self.budget.log_fields;
+        if count > limit as usize {
+            return Err(BudgetExceeded::LogFields { count, limit });
         }
         Ok(())
     }
@@ -196,6 +201,17 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "host-call budget exceeded: more than 3 host calls in one job"
+        );
+    }
+
+    #[test]
+    fn a_log_call_may_carry_64_fields_by_default() {
+        let spent = spent(HostCallBudget::default());
+        spent.log_fields(64).expect("within the budget");
+        let err = spent.log_fields(100_000).expect_err("a flood of fields");
+        assert_eq!(
+            err.to_string(),
+            "host-call budget exceeded: a log call with 100000 fields, more than 64"
         );
     }
 

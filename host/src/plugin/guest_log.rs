@@ -343,3 +343,58 @@ impl AsyncWrite for GuestStdio {
         Poll::Ready(Ok(()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sink(log_bytes: usize) -> Arc<LogSink> {
+        let plugin: Arc<str> = "test".into();
+        LogSink::new(LogTags::new(&plugin, "test.Job", Uuid::nil(), 1), log_bytes)
+    }
+
+    #[test]
+    fn log_bytes_beyond_the_budget_are_refused_and_every_later_call_too() {
+        let sink = sink(100);
+        sink.spend(60).expect("within the budget");
+        sink.spend(40).expect("exactly the budget");
+        let err = sink.spend(1).expect_err("one byte more");
+        assert_eq!(
+            err.to_string(),
+            "host-call budget exceeded: more than 100 bytes of log output in one job"
+        );
+        assert_eq!(
+            sink.exceeded(),
+            Some(err),
+            "the overrun is kept for the reason"
+        );
+        assert!(
+            sink.spend(0).is_err(),
+            "a trapped job's sink takes nothing more"
+        );
+    }
+
+    #[test]
+    fn stdout_writes_count_against_the_same_budget() {
+        let sink = sink(10);
+        sink.write(Stdio::Stdout, b"12345\n")
+            .expect("within the budget");
+        sink.spend(4).expect("exactly the budget");
+        let err = sink
+            .write(Stdio::Stderr, b"x")
+            .expect_err("stderr is charged too");
+        assert!(
+            matches!(err, BudgetExceeded::LogBytes { limit: 10 }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tags_bound_and_escape_a_guest_plugin_name_and_a_producer_job_type() {
+        let plugin: Arc<str> = format!("evil\n{}", "p".repeat(1000)).into();
+        let tags = LogTags::new(&plugin, "job\u{1b}[2J", Uuid::nil(), 1);
+        assert!(tags.plugin.starts_with("evil\\np"), "{}", tags.plugin);
+        assert!(tags.plugin.len() <= NAME_MAX + text::MARKER_MAX);
+        assert_eq!(tags.job_type, "job\\u{1b}[2J");
+    }
+}

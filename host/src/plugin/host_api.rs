@@ -68,13 +68,8 @@ fn log(
     fields: &WasmList<(WasmStr, WasmStr)>,
 ) -> wasmtime::Result<()> {
     call(&mut store)?;
-    let limit = store.data().spent.budget().log_fields;
-    if fields.len() > limit as usize {
-        let count = fields.len();
-        return Err(overrun(
-            &mut store,
-            BudgetExceeded::LogFields { count, limit },
-        ));
+    if let Err(exceeded) = store.data().spent.log_fields(fields.len()) {
+        return Err(overrun(&mut store, exceeded));
     }
     // Views only: lifting a pair of `WasmStr` reads two pointers and two lengths.
     let fields = fields
