@@ -47,6 +47,14 @@ pub enum ManifestError {
     /// The plugin has no name to appear in logs under.
     #[error("the plugin name is empty")]
     EmptyPluginName,
+    /// A plugin name that cannot appear in a log line as it is.
+    #[error("plugin name `{name}` is invalid: {reason}")]
+    InvalidPluginName {
+        /// The name, bounded and escaped.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
     /// A plugin without jobs would consume queues it cannot handle.
     #[error("plugin `{plugin}` declares no jobs")]
     NoJobs {
@@ -56,7 +64,7 @@ pub enum ManifestError {
     /// A queue name the broker would refuse or confuse with another queue.
     #[error("queue name `{name}` is invalid: {reason}")]
     InvalidQueueName {
-        /// The queue name.
+        /// The queue name, bounded and escaped.
         name: String,
         /// Why it is refused.
         reason: String,
@@ -70,7 +78,7 @@ pub enum ManifestError {
     /// A job type name that cannot be routed.
     #[error("job name `{name}` is invalid: {reason}")]
     InvalidJobName {
-        /// The job type name.
+        /// The job type name, bounded and escaped.
         name: String,
         /// Why it is refused.
         reason: &'static str,
@@ -86,7 +94,7 @@ pub enum ManifestError {
     UnknownQueue {
         /// The job type name.
         job: String,
-        /// The undeclared queue.
+        /// The undeclared queue, bounded and escaped.
         queue: String,
     },
     /// A queue or job setting out of the range the host can honour.

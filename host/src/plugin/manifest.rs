@@ -12,15 +12,14 @@ use jobhost_sdk::{Backoff, QueueConfig, RetryPolicy};
 use super::bindings::types as wit;
 use crate::broker::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
 use crate::job::{JobSpec, Manifest, ManifestError};
+use crate::text::{self, NAME_MAX};
 
 /// The longest queue name AMQP accepts (a short string).
 const AMQP_MAX_NAME: usize = 255;
 
 /// Turn the guest's manifest into host types, refusing what the host cannot honour.
 pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestError> {
-    if manifest.name.trim().is_empty() {
-        return Err(ManifestError::EmptyPluginName);
-    }
+    check_plugin_name(&manifest.name)?;
     if manifest.jobs.is_empty() {
         return Err(ManifestError::NoJobs {
             plugin: manifest.name,
@@ -47,7 +46,7 @@ pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestErro
             if !queue_names.contains(&job.queue) {
                 return Err(ManifestError::UnknownQueue {
                     job: job.name,
-                    queue: job.queue,
+                    queue: shown(&job.queue),
                 });
             }
             if !job_names.insert(job.name.clone()) {
@@ -84,18 +83,38 @@ fn queue_config(queue: wit::QueueConfig) -> Result<QueueConfig, ManifestError> {
     })
 }
 
+/// The plugin's name appears in every log line of its jobs: it must be printable and short.
+fn check_plugin_name(name: &str) -> Result<(), ManifestError> {
+    if name.trim().is_empty() {
+        return Err(ManifestError::EmptyPluginName);
+    }
+    let invalid = |reason| ManifestError::InvalidPluginName {
+        name: shown(name),
+        reason,
+    };
+    if name.len() > NAME_MAX {
+        return Err(invalid("it is longer than 200 bytes"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(invalid("it contains control characters"));
+    }
+    Ok(())
+}
+
+/// Because a job type travels in the AMQP `type` property, it is a short string.
 fn job_spec(job: wit::JobConfig) -> Result<JobSpec, ManifestError> {
+    let invalid = |reason| ManifestError::InvalidJobName {
+        name: shown(&job.name),
+        reason,
+    };
     if job.name.is_empty() {
-        return Err(ManifestError::InvalidJobName {
-            name: job.name,
-            reason: "it is empty",
-        });
+        return Err(invalid("it is empty"));
+    }
+    if job.name.len() > AMQP_MAX_NAME {
+        return Err(invalid("it is longer than 255 bytes"));
     }
     if job.name.chars().any(char::is_control) {
-        return Err(ManifestError::InvalidJobName {
-            name: job.name,
-            reason: "it contains control characters",
-        });
+        return Err(invalid("it contains control characters"));
     }
     let owner = format!("job `{}`", job.name);
     Ok(JobSpec {
@@ -110,7 +129,7 @@ fn job_spec(job: wit::JobConfig) -> Result<JobSpec, ManifestError> {
 /// room for the longest of them, and must not be one of another queue's derived names.
 fn check_queue_name(name: &str) -> Result<(), ManifestError> {
     let invalid = |reason: String| ManifestError::InvalidQueueName {
-        name: name.to_owned(),
+        name: shown(name),
         reason,
     };
     if name.is_empty() {
@@ -136,10 +155,17 @@ fn check_queue_name(name: &str) -> Result<(), ManifestError> {
         .name;
     if longest.len() > AMQP_MAX_NAME {
         return Err(invalid(format!(
-            "its hold queue `{longest}` would be longer than {AMQP_MAX_NAME} bytes"
+            "its hold queue `{}` would be longer than {AMQP_MAX_NAME} bytes",
+            shown(&longest)
         )));
     }
     Ok(())
+}
+
+/// A guest's name as an error message shows it: escaped, and whole up to the longest name
+/// AMQP accepts.
+fn shown(name: &str) -> String {
+    text::bounded(name, AMQP_MAX_NAME).into_owned()
 }
 
 fn retry_policy(
