@@ -54,7 +54,8 @@ impl JobState {
     }
 
     fn cause(&self, err: &wasmtime::Error, timeout: Duration) -> String {
-        tracing::debug!("guest call failed: {err:?}");
+        let detail = format!("{err:?}");
+        tracing::debug!(error = %text::bounded(&detail, REASON_MAX), "guest call failed");
         if let Some(exceeded) = self.spent.exceeded.clone().or_else(|| self.log.exceeded()) {
             return exceeded.to_string();
         }
