@@ -27,7 +27,7 @@ pub struct HostCallBudget {
     pub calls: u32,
     /// Follow-up jobs one job may enqueue, refused ones included. Default 1,000.
     pub follow_ups: u32,
-    /// Bytes of follow-up payloads in one job. Default 16 MiB.
+    /// Bytes of follow-up payloads in one job, refused ones included. Default 16 MiB.
     pub follow_up_bytes: usize,
     /// Bytes of log messages, field keys and values, and stdout/stderr output in one job.
     /// Default 1 MiB. Only the first 64 KiB reach the log; the rest is counted and dropped.
@@ -129,7 +129,7 @@ impl Spent {
 
     /// Charge one call to a host import.
     pub(super) fn call(&mut self) -> Result<(), BudgetExceeded> {
-        self.calls += 1;
+        self.calls = self.calls.saturating_add(1);
         if self.calls > self.budget.calls {
             return Err(BudgetExceeded::Calls {
                 limit: self.budget.calls,
@@ -154,7 +154,7 @@ impl Spent {
         job_type_len: usize,
         payload_len: usize,
     ) -> Result<(), BudgetExceeded> {
-        self.follow_ups += 1;
+        self.follow_ups = self.follow_ups.saturating_add(1);
         if self.follow_ups > self.budget.follow_ups {
             return Err(BudgetExceeded::FollowUps {
                 limit: self.budget.follow_ups,

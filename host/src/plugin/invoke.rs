@@ -85,6 +85,10 @@ impl Plugin {
 }
 
 /// The handler's own error, its message bounded: the worker carries it into reasons.
+///
+/// Unlike the imports' arguments, an export's result cannot be read in place: wasmtime
+/// lifts it and then runs the guest's post-return, which frees the guest's copy. So the
+/// message is copied whole, at most the guest's memory cap, and cut here at once.
 fn handler_error(error: wit::JobError) -> Outcome {
     match error {
         wit::JobError::Retryable(message) => Outcome::Failed(JobError::retryable(bounded(message))),

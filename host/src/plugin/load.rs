@@ -11,7 +11,9 @@
 //!    validate it. The deadline is kept twice, as for jobs: the epoch stops a guest running
 //!    wasm, and a wall-clock watchdog stops one blocked in a host call (a WASI sleep). A
 //!    plugin that has not answered by then is refused with [`LoadError::ManifestTimeout`],
-//!    so a hostile plugin delays a load, a reload or a shutdown by the deadline at most.
+//!    so a hostile plugin delays a load or a reload by the deadline at most. The manifest
+//!    itself is lifted whole by wasmtime (an export's result cannot be read in place), so
+//!    its size is bounded by the guest's memory cap, once per load.
 //!
 //! [`EngineConfig::load_timeout`]: super::EngineConfig::load_timeout
 
