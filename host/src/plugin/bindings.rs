@@ -10,4 +10,4 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub(crate) use jobhost::plugin::types;
+pub(crate) use self::jobhost::plugin::types;
