@@ -19,29 +19,19 @@ const RSS_GROWTH_BOUND: u64 = 8 * MIB;
 
 /// How far above the baseline the RSS may peak during the rounds: 28 MiB. The largest
 /// string a flood hands over (16 MiB) lives once, in guest memory, which is part of the
-/// host's RSS; measured peak about 20 MiB above the baseline. Lifting that string into a
-/// host `String`, as bindgen's generated imports did, adds another 16 MiB.
+/// host's RSS; measured peak about 20 MiB above the baseline. A host copy of it, as
+/// lifting the argument into a `String` made, would add another 16 MiB.
 const PEAK_BOUND: u64 = 28 * MIB;
 
-/// Resident set size of this process, from `/proc/self/statm` (pages of 4 KiB).
-fn rss() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|field| field.parse().ok())
-        .expect("statm's second field is the resident page count");
-    pages * 4096
-}
-
-/// The peak RSS since the last [`reset_peak`], from `/proc/self/status`.
-fn peak() -> u64 {
+/// A size of this process from `/proc/self/status`: `VmRSS` (resident now) or `VmHWM`
+/// (the peak since the last [`reset_peak`]).
+fn status_bytes(key: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
     let kib: u64 = status
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in kB");
+        .unwrap_or_else(|| panic!("{key} in kB"));
     kib * 1024
 }
 
@@ -64,11 +54,11 @@ async fn every_flood() {
 async fn floods_leave_the_host_rss_within_a_stated_bound() {
     every_flood().await;
     reset_peak();
-    let before = rss();
+    let before = status_bytes("VmRSS");
     for _ in 0..ROUNDS {
         every_flood().await;
     }
-    let (after, peak) = (rss(), peak());
+    let (after, peak) = (status_bytes("VmRSS"), status_bytes("VmHWM"));
     let (growth, above) = (after.saturating_sub(before), peak.saturating_sub(before));
     println!("rss {before} -> {after} bytes (growth {growth}), peak {peak} (+{above})");
     assert!(
