@@ -157,8 +157,8 @@ impl Engine {
     /// Read, compile (or fetch from the cache), link and validate the plugin at `path`.
     ///
     /// Blocking: compiling takes tens of milliseconds and the manifest call runs here, for
-    /// at most [`EngineConfig::load_timeout`]. Call it from `spawn_blocking` or a plain thread, never from async
-    /// code (it panics inside a runtime's worker thread).
+    /// at most [`EngineConfig::load_timeout`]. Call it from `spawn_blocking` or a plain
+    /// thread, never from async code (it panics inside a runtime's worker thread).
     pub fn load(&self, path: &Path) -> Result<Plugin, LoadError> {
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
             path: path.to_owned(),

@@ -23,10 +23,10 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
-use wasmtime::Trap;
 use wasmtime::component::Component;
+use wasmtime::{Store, Trap};
 
-use super::bindings::PluginPre;
+use super::bindings::{PluginPre, types as wit};
 use super::cache;
 use super::engine::{BACKSTOP_GRACE, Engine};
 use super::error::LoadError;
@@ -200,9 +200,10 @@ fn read_manifest(
     engine: &Engine,
     origin: &Path,
     pre: &PluginPre<JobState>,
-) -> Result<super::bindings::types::Manifest, LoadError> {
+) -> Result<wit::Manifest, LoadError> {
     let inner = &engine.inner;
-    let timeout = inner.config.load_timeout;
+    let config = &inner.config;
+    let timeout = config.load_timeout;
     let timed_out = || LoadError::ManifestTimeout {
         path: origin.to_owned(),
         timeout,
@@ -211,7 +212,6 @@ fn read_manifest(
         .expect("the load semaphore is never closed");
     let plugin: Arc<str> = origin.display().to_string().into();
     let tags = LogTags::new(&plugin, "manifest", Uuid::nil(), 0);
-    let config = &inner.config;
     let mut store = new_store(
         &inner.wasmtime,
         tags,
@@ -224,20 +224,7 @@ fn read_manifest(
             path: origin.to_owned(),
             reason: format!("cannot start the load deadline's thread: {err}"),
         })?;
-    let result = wasmtime_wasi::runtime::in_tokio(async {
-        let call = async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            instance
-                .jobhost_plugin_handler()
-                .call_manifest(&mut store)
-                .await
-        };
-        tokio::select! {
-            result = call => Some(result),
-            () = watchdog.fired() => None,
-        }
-    });
-    match result {
+    match call_manifest(&mut store, pre, watchdog) {
         None => Err(timed_out()),
         Some(Ok(manifest)) => Ok(manifest),
         Some(Err(err)) if err.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => Err(timed_out()),
@@ -246,6 +233,27 @@ fn read_manifest(
             reason: store.data().crash_reason(&err, timeout),
         }),
     }
+}
+
+/// Instantiate and call `manifest`; `None` if the watchdog fired first.
+fn call_manifest(
+    store: &mut Store<JobState>,
+    pre: &PluginPre<JobState>,
+    watchdog: Watchdog,
+) -> Option<wasmtime::Result<wit::Manifest>> {
+    wasmtime_wasi::runtime::in_tokio(async {
+        let call = async {
+            let instance = pre.instantiate_async(&mut *store).await?;
+            instance
+                .jobhost_plugin_handler()
+                .call_manifest(&mut *store)
+                .await
+        };
+        tokio::select! {
+            result = call => Some(result),
+            () = watchdog.fired() => None,
+        }
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
