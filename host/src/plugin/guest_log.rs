@@ -153,21 +153,26 @@ impl LogSink {
         self.state().exceeded.clone()
     }
 
-    /// Charge `cost` bytes a guest is about to hand over, before they are copied.
-    pub(super) fn spend(&self, cost: usize) -> Result<(), BudgetExceeded> {
-        self.state().spend(cost)
-    }
-
-    /// A `log` call of the guest, already charged with [`LogSink::spend`].
-    pub(super) fn log<S: AsRef<str>>(&self, level: GuestLevel, message: &str, fields: &[(S, S)]) {
-        let cost = message.len()
+    /// A `log` call of the guest, its strings still in guest memory: charged against the
+    /// budget first, then emitted if the log has room.
+    pub(super) fn log<S: AsRef<str>>(
+        &self,
+        level: GuestLevel,
+        message: &str,
+        fields: &[(S, S)],
+    ) -> Result<(), BudgetExceeded> {
+        let handed = message.len()
             + fields
                 .iter()
-                .map(|(k, v)| k.as_ref().len() + v.as_ref().len() + 2)
+                .map(|(k, v)| k.as_ref().len() + v.as_ref().len())
                 .sum::<usize>();
-        if !self.state().charge(cost) {
-            return;
+        let mut state = self.state();
+        state.spend(handed)?;
+        // Two bytes a field for the `=` and the separator of its rendering.
+        if !state.charge(handed + 2 * fields.len()) {
+            return Ok(());
         }
+        drop(state);
         // `{:?}` quotes a value, so a value cannot pose as another field.
         let rendered = fields
             .iter()
@@ -186,6 +191,7 @@ impl LogSink {
         };
         let message = text::bounded(message, REASON_MAX);
         emit(level, &self.tags, "log", &rendered, &message);
+        Ok(())
     }
 
     /// Bytes the guest wrote to stdout or stderr: charged, then complete lines are
@@ -356,9 +362,11 @@ mod tests {
     #[test]
     fn log_bytes_beyond_the_budget_are_refused_and_every_later_call_too() {
         let sink = sink(100);
-        sink.spend(60).expect("within the budget");
-        sink.spend(40).expect("exactly the budget");
-        let err = sink.spend(1).expect_err("one byte more");
+        let log =
+            |message: &str, fields: &[(&str, &str)]| sink.log(GuestLevel::Info, message, fields);
+        log(&"m".repeat(50), &[("k", "vvvvvvvvv")]).expect("within the budget");
+        log(&"m".repeat(40), &[]).expect("exactly the budget");
+        let err = log("", &[("k", "")]).expect_err("one byte more");
         assert_eq!(
             err.to_string(),
             "host-call budget exceeded: more than 100 bytes of log output in one job"
@@ -369,7 +377,7 @@ mod tests {
             "the overrun is kept for the reason"
         );
         assert!(
-            sink.spend(0).is_err(),
+            log("", &[]).is_err(),
             "a trapped job's sink takes nothing more"
         );
     }
@@ -379,7 +387,8 @@ mod tests {
         let sink = sink(10);
         sink.write(Stdio::Stdout, b"12345\n")
             .expect("within the budget");
-        sink.spend(4).expect("exactly the budget");
+        sink.log(GuestLevel::Info, "1234", &[] as &[(&str, &str)])
+            .expect("exactly the budget");
         let err = sink
             .write(Stdio::Stderr, b"x")
             .expect_err("stderr is charged too");

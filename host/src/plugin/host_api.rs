@@ -11,7 +11,6 @@
 //! UTF-16 strings is transcoded by wasmtime into a host string before its length is known;
 //! that copy is bounded by the guest's memory cap, as the string lies in guest memory.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -75,16 +74,14 @@ fn log(
     let fields = fields
         .iter(&mut store)?
         .collect::<wasmtime::Result<Vec<_>>>()?;
-    let sink = Arc::clone(&store.data().log);
     let message = message.to_str(&store)?;
     let fields = fields
         .iter()
         .map(|(key, value)| Ok((key.to_str(&store)?, value.to_str(&store)?)))
         .collect::<wasmtime::Result<Vec<_>>>()?;
-    let cost = message.len() + fields.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-    sink.spend(cost).map_err(wasmtime::Error::new)?;
-    sink.log(level, &message, &fields);
-    Ok(())
+    let sink = &store.data().log;
+    sink.log(level, &message, &fields)
+        .map_err(wasmtime::Error::new)
 }
 
 /// Collect a follow-up; the worker publishes it only if the job completes. The job type's
