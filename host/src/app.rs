@@ -85,7 +85,7 @@ pub async fn run<B: AdminBackend>(
     if loaded == 0 {
         warn!(dir = %dir.display(), "no plugin loaded yet: build some with `jobhost build`, or drop a *.wasm into the directory");
     } else {
-        info!(loaded, dir = %dir.display(), "plugins loaded; watching the directory for changes");
+        info!(loaded, dir = %dir.display(), "plugins loaded");
     }
 
     let mut tasks = JoinSet::new();

@@ -163,6 +163,7 @@ fn sigint_stops_run_cleanly_with_exit_code_zero() {
 #[test]
 fn sigint_during_a_hanging_plugin_load_exits_without_waiting_for_it() {
     let mut host = Host::start(&["noop"]);
+    host.wait_for_line(STARTUP, |l| l.contains("watching the plugin directory"));
     let staged = host.plugin_dir().join("slow.staged");
     std::fs::copy(jobhost_fixtures::wasm("slow-manifest"), &staged).expect("the fixture is staged");
     std::fs::rename(&staged, host.plugin_dir().join("slow.wasm")).expect("renamed into place");

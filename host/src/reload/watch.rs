@@ -9,7 +9,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::{Loader, QUIET_PERIOD, is_plugin_file};
 
@@ -35,6 +35,7 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
             Err(err) => warn!(error = %err, "plugin directory watch error"),
         })?;
     watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    info!(dir = %dir.display(), "watching the plugin directory for changes");
     let mut due: HashMap<PathBuf, Instant> = HashMap::new();
     loop {
         let next = due.values().min().copied();
