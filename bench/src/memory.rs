@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use jobhost::broker::{Backend, MemoryBackend};
 use jobhost::envelope::Envelope;
-use jobhost::plugin::{EngineConfig, Invocation, Outcome, Plugin};
+use jobhost::job::{Invocation, Outcome};
+use jobhost::plugin::{EngineConfig, Plugin};
 use jobhost::worker::{Plugins, Unit, Worker, WorkerConfig};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;

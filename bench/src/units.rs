@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use jobhost::plugin::{Engine, EngineConfig, Manifest, Outcome, Plugin};
+use jobhost::job::{Manifest, Outcome};
+use jobhost::plugin::{Engine, EngineConfig, Plugin};
 use jobhost::testing::native_unit;
 use jobhost::worker::Unit;
 

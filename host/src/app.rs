@@ -73,17 +73,19 @@ pub async fn run<B: AdminBackend>(
     })?;
     let plugins = Plugins::new();
     let loader = Loader::new(engine, plugins.clone());
-    let loaded = loader
-        .load_dir(&dir)
-        .await
-        .map_err(|source| HostError::PluginDir {
-            path: dir.clone(),
-            source,
-        })?;
+    // Each load ends within the engine's load deadline; shutdown need not wait for them.
+    let loaded = tokio::select! {
+        () = shutdown.cancelled() => return Ok(()),
+        loaded = loader.load_dir(&dir) => loaded,
+    };
+    let loaded = loaded.map_err(|source| HostError::PluginDir {
+        path: dir.clone(),
+        source,
+    })?;
     if loaded == 0 {
         warn!(dir = %dir.display(), "no plugin loaded yet: build some with `jobhost build`, or drop a *.wasm into the directory");
     } else {
-        info!(loaded, dir = %dir.display(), "plugins loaded; watching the directory for changes");
+        info!(loaded, dir = %dir.display(), "plugins loaded");
     }
 
     let mut tasks = JoinSet::new();

@@ -5,6 +5,7 @@
 //! - [`admin`]: the local admin HTTP API (server and client) that the CLI talks to.
 //! - [`envelope`]: the JSON envelope every job travels in, shared with the `queuey` crate.
 //! - [`broker`]: the [`broker::Backend`] seam, RabbitMQ and the embedded memory backend.
+//! - [`job`]: the job vocabulary: manifests, invocations and their outcomes.
 //! - [`plugin`]: the wasmtime engine that loads plugin components and runs their jobs.
 //! - [`policy`]: which retry policy and timeout apply to a delivery.
 //! - [`producer`]: enqueueing typed jobs from native Rust applications.
@@ -19,6 +20,7 @@ pub mod admin;
 pub mod app;
 pub mod broker;
 pub mod envelope;
+pub mod job;
 pub mod plugin;
 pub mod policy;
 pub mod producer;

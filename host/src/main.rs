@@ -17,7 +17,11 @@ fn main() -> ExitCode {
             return ExitCode::from(cli::EXIT_FAILED);
         }
     };
-    match runtime.block_on(cli::run(args)) {
+    let result = runtime.block_on(cli::run(args));
+    // Because a plugin load abandoned at shutdown may still be waiting out its deadline on
+    // a blocking thread, exiting does not wait for the runtime's blocking threads.
+    runtime.shutdown_background();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let diagnosis = cli::diagnose(&err);

@@ -1,11 +1,11 @@
 //! `jobhost run` on the memory backend, driven through the real binary: enqueue, dead
-//! letters, policies, exit codes and a clean Ctrl-C.
+//! letters, policies, exit codes and a clean Ctrl-C, also while a plugin hangs loading.
 
 mod cli_support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cli_support::{Host, PROCESSING, jobhost, json_of, stdout_of};
+use cli_support::{Host, PROCESSING, STARTUP, jobhost, json_of, stdout_of};
 
 #[test]
 fn an_enqueued_job_is_processed_by_the_running_host() {
@@ -155,6 +155,43 @@ fn sigint_stops_run_cleanly_with_exit_code_zero() {
     let status = host.interrupt(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0), "Ctrl-C is a clean shutdown");
     host.wait_for_line(Duration::from_secs(5), |l| l.contains("host stopped"));
+}
+
+/// The default load deadline is 10 s; the host must exit well before the load of a plugin
+/// whose `manifest` spins would end. A spinning guest, because runtime shutdown would
+/// itself cut a sleeping one short.
+#[test]
+fn sigint_during_a_hanging_plugin_load_exits_without_waiting_for_it() {
+    let mut host = Host::start(&["noop"]);
+    host.wait_for_line(STARTUP, |l| l.contains("watching the plugin directory"));
+    let staged = host.plugin_dir().join("slow.staged");
+    std::fs::copy(jobhost_fixtures::wasm("slow-manifest"), &staged).expect("the fixture is staged");
+    std::fs::rename(&staged, host.plugin_dir().join("slow.wasm")).expect("renamed into place");
+    // Compiled artifacts are cached before the manifest is called: two mean the hanging
+    // plugin's load has reached its manifest (or is about to).
+    let cache = host.plugin_dir().join(".jobhost-cache");
+    let artifacts = || {
+        std::fs::read_dir(&cache).map_or(0, |entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "cwasm"))
+                .count()
+        })
+    };
+    let deadline = Instant::now() + STARTUP;
+    while artifacts() < 2 {
+        assert!(Instant::now() < deadline, "the hanging plugin is compiled");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let stopping = Instant::now();
+    let status = host.interrupt(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(0), "Ctrl-C is a clean shutdown");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "exited after {:?}",
+        stopping.elapsed()
+    );
 }
 
 #[test]

@@ -8,7 +8,8 @@ mod plugin_support;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use jobhost::plugin::{Invocation, Outcome, Plugin};
+use jobhost::job::{Invocation, Outcome};
+use jobhost::plugin::Plugin;
 use plugin_support::{invocation, load};
 use serde_json::Value;
 use tracing::subscriber::DefaultGuard;
@@ -136,5 +137,28 @@ async fn stdout_and_stderr_lines_are_logged_and_a_flood_is_cut_at_the_budget() {
         events.len() < 10_000,
         "the budget bounds the events of one job: {}",
         events.len()
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn guest_words_reach_the_log_escaped_onto_one_line() {
+    let plugin = load("hostcalls").await;
+    let (captured, _guard) = Captured::install();
+    run(&plugin, invocation("hostcalls.Flood", br#""ok""#)).await;
+
+    let events = captured.guest_events();
+    let event = events
+        .iter()
+        .find(|event| event["fields"]["source"] == "log")
+        .unwrap_or_else(|| panic!("the guest's log call is captured: {events:#?}"));
+    let fields = &event["fields"];
+    assert_eq!(
+        fields["message"], r"one\nline",
+        "a newline in a message is escaped, not a second line"
+    );
+    let guest_fields = fields["fields"].as_str().expect("the guest's fields");
+    assert!(
+        !guest_fields.chars().any(char::is_control) && guest_fields.contains("u{1b}"),
+        "an ESC in a field value is escaped: {guest_fields}"
     );
 }

@@ -4,7 +4,7 @@ mod plugin_support;
 
 use std::time::{Duration, Instant};
 
-use jobhost::plugin::{Invocation, Outcome};
+use jobhost::job::{Invocation, Outcome};
 use jobhost_sdk::JobError;
 use plugin_support::{MEMORY_LIMIT, PROMPTLY, invocation, load};
 

@@ -2,7 +2,7 @@
 
 mod plugin_support;
 
-use jobhost::plugin::Outcome;
+use jobhost::job::Outcome;
 use jobhost_sdk::JobError;
 use plugin_support::{invocation, load};
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use jobhost::broker::{Backend, BrokerError, DeadLetterOut};
 use jobhost::envelope::Envelope;
-use jobhost::plugin::{JobSpec, Manifest, Outcome};
+use jobhost::job::{JobSpec, Manifest, Outcome};
 use jobhost::testing::native_unit;
 use jobhost::worker::{Plugins, Worker, WorkerConfig};
 use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};

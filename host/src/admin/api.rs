@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::envelope::Envelope;
-use crate::plugin::JobSpec;
+use crate::job::JobSpec;
 use crate::worker::{Registry, Route, Unit};
 
 /// `GET /healthz`.

@@ -22,11 +22,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings;
+use super::budget::HostCallBudget;
 use super::error::{EngineError, LoadError};
+use super::host_api;
 use super::load::{self, Plugin};
 use super::store::JobState;
 
@@ -38,6 +39,11 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub const MEMORY_RESERVATION: u64 = 4 << 30;
 
 pub(super) const MIB: usize = 1024 * 1024;
+
+/// How long after a call's deadline a second timer backs up the epoch: a few ticks, so a
+/// guest running wasm is always stopped by the epoch, as a trap, and only one blocked in a
+/// host call (where epochs are not checked) by the backstop.
+pub(super) const BACKSTOP_GRACE: Duration = EPOCH_TICK.saturating_mul(5);
 
 /// Generous per-component maxima for what a pool slot holds; a component needing more is
 /// refused at load, when its manifest is read.
@@ -54,9 +60,13 @@ pub struct EngineConfig {
     /// The most one linear memory of a job may grow to, in bytes; at most
     /// [`MEMORY_RESERVATION`]. Default 128 MiB.
     pub memory_limit: usize,
-    /// The timeout of a job whose job type and queue set none. Default 5 minutes, below
-    /// RabbitMQ's 30-minute consumer timeout.
-    pub default_timeout: Duration,
+    /// How long loading a plugin may spend instantiating it and calling its `manifest`;
+    /// a plugin that has not answered by then is refused. Default 10 s. (A job's timeout
+    /// comes with its [`Invocation`](crate::job::Invocation).)
+    pub load_timeout: Duration,
+    /// What one job may hand the host through its imports. Default
+    /// [`HostCallBudget::default`].
+    pub host_calls: HostCallBudget,
     /// Where compiled plugins are cached so a restart does not recompile them; `None`
     /// compiles every load. Default `None`.
     pub cache_dir: Option<PathBuf>,
@@ -67,7 +77,8 @@ impl Default for EngineConfig {
         Self {
             max_instances: 64,
             memory_limit: 128 * MIB,
-            default_timeout: Duration::from_secs(5 * 60),
+            load_timeout: Duration::from_secs(10),
+            host_calls: HostCallBudget::default(),
             cache_dir: None,
         }
     }
@@ -119,8 +130,7 @@ impl Engine {
         let wasmtime = wasmtime::Engine::new(&wasmtime_config(&config)).map_err(wasmtime_error)?;
         let mut linker = Linker::new(&wasmtime);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasmtime_error)?;
-        bindings::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
-            .map_err(wasmtime_error)?;
+        host_api::add_to_linker(&mut linker).map_err(wasmtime_error)?;
         if let Some(dir) = &config.cache_dir {
             std::fs::create_dir_all(dir).map_err(|source| EngineError::CacheDir {
                 path: dir.clone(),
@@ -146,9 +156,9 @@ impl Engine {
 
     /// Read, compile (or fetch from the cache), link and validate the plugin at `path`.
     ///
-    /// Blocking: compiling takes tens of milliseconds and the manifest call runs to
-    /// completion here. Call it from `spawn_blocking` or a plain thread, never from async
-    /// code (it panics inside a runtime's worker thread).
+    /// Blocking: compiling takes tens of milliseconds and the manifest call runs here, for
+    /// at most [`EngineConfig::load_timeout`]. Call it from `spawn_blocking` or a plain
+    /// thread, never from async code (it panics inside a runtime's worker thread).
     pub fn load(&self, path: &Path) -> Result<Plugin, LoadError> {
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
             path: path.to_owned(),
@@ -191,9 +201,9 @@ fn check(config: &EngineConfig) -> Result<(), EngineError> {
             ),
         });
     }
-    if config.default_timeout.is_zero() {
+    if config.load_timeout.is_zero() {
         return Err(EngineError::Config {
-            setting: "default_timeout",
+            setting: "load_timeout",
             reason: "is zero; it must be positive".to_owned(),
         });
     }

@@ -5,9 +5,10 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::load::WIT_VERSION;
-use super::manifest::ManifestError;
+use crate::job::ManifestError;
 
 /// Why [`Engine::new`](super::Engine::new) failed.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +116,18 @@ pub enum LoadError {
         path: PathBuf,
         /// The trap or instantiation failure.
         reason: String,
+    },
+    /// Instantiating the component and calling its `manifest` export did not finish within
+    /// [`EngineConfig::load_timeout`](super::EngineConfig::load_timeout).
+    #[error(
+        "`{}` did not answer within the deadline of {timeout:?} while reporting its manifest: refused",
+        path.display()
+    )]
+    ManifestTimeout {
+        /// The plugin file.
+        path: PathBuf,
+        /// The deadline.
+        timeout: Duration,
     },
     /// The manifest asks for something the host cannot honour.
     #[error("`{}` has an invalid manifest: {source}", path.display())]

@@ -12,81 +12,18 @@
 //!    [`Outcome::Crashed`] reason. Dropping the store frees the pool slot and flushes the
 //!    job's log.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use jobhost_sdk::JobError;
-use serde_json::value::RawValue;
-use uuid::Uuid;
 
 use super::bindings::types as wit;
-use super::engine::EPOCH_TICK;
+use super::engine::BACKSTOP_GRACE;
 use super::guest_log::LogTags;
 use super::load::Plugin;
 use super::store::{new_store, timed_out};
-
-/// How long after a job's timeout the tokio timeout backs up the epoch deadline: a few
-/// ticks, so a running guest is always stopped by the deadline, as a trap.
-const BACKSTOP_GRACE: Duration = EPOCH_TICK.saturating_mul(5);
-
-/// One delivery to run.
-#[derive(Debug, Clone, Copy)]
-pub struct Invocation<'a> {
-    /// UUID v4, the same across retries.
-    pub job_id: Uuid,
-    /// The job type, one of the plugin's.
-    pub job_type: &'a str,
-    /// The work queue the job came from.
-    pub queue: &'a str,
-    /// 1-based attempt number of this delivery.
-    pub attempt: u32,
-    /// The effective policy's total attempts.
-    pub max_attempts: u32,
-    /// How many times the job has been deferred.
-    pub deferrals: u32,
-    /// The delivery's broker priority.
-    pub priority: u8,
-    /// Time since the job was first enqueued.
-    pub age: Duration,
-    /// The job's JSON.
-    pub payload: &'a [u8],
-    /// How long this attempt may run: the job's timeout, else the queue's, else the
-    /// engine's default.
-    pub timeout: Duration,
-}
-
-/// What became of one attempt.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The handler returned successfully. The worker publishes `follow_ups` before it
-    /// acknowledges the delivery; a failed attempt's follow-ups are discarded.
-    Completed {
-        /// The jobs the handler enqueued, in order.
-        follow_ups: Vec<FollowUp>,
-    },
-    /// The handler returned an error: retryable, fatal or deferred, as it chose.
-    Failed(JobError),
-    /// The guest could not decode the payload into the job type: `decode error: {0}`,
-    /// dead-lettered without retries.
-    Undecodable(String),
-    /// The guest did not return: a trap, a panic (its message), a timeout
-    /// (`job timed out after 2s`) or the memory cap (`memory limit of 128 MiB exceeded`).
-    /// Counts as a retryable failure.
-    Crashed(String),
-}
-
-/// A job enqueued by a handler, published only if the handler completes.
-#[derive(Debug, Clone)]
-pub struct FollowUp {
-    /// The new job's id, already returned to the guest.
-    pub job_id: Uuid,
-    /// Its job type, not checked against loaded plugins: the worker routes it.
-    pub job_type: String,
-    /// Its JSON payload, validated.
-    pub payload: Box<RawValue>,
-    /// How long to hold it before its first delivery.
-    pub delay: Option<Duration>,
-}
+use crate::job::{Invocation, Outcome};
+use crate::text::{self, REASON_MAX};
 
 impl Plugin {
     /// Run one job in a fresh instance, within `job.timeout` and the engine's memory cap.
@@ -111,17 +48,13 @@ impl Plugin {
     async fn run(&self, job: &Invocation<'_>) -> Outcome {
         let inner = &self.inner;
         let engine = &inner.engine.inner;
-        let tags = LogTags {
-            plugin: inner.name.clone(),
-            job_type: job.job_type.to_owned(),
-            job_id: job.job_id,
-            attempt: job.attempt,
-        };
+        let tags = LogTags::new(&inner.name, job.job_type, job.job_id, job.attempt);
         let mut store = new_store(
             &engine.wasmtime,
             tags,
             engine.config.memory_limit,
             job.timeout,
+            engine.config.host_calls.clone(),
         );
         let context = wit::JobContext {
             job_id: job.job_id.to_string(),
@@ -143,7 +76,7 @@ impl Plugin {
         .await;
         match result {
             Ok(Ok(())) => Outcome::Completed {
-                follow_ups: std::mem::take(&mut store.data_mut().follow_ups.jobs),
+                follow_ups: std::mem::take(&mut store.data_mut().follow_ups),
             },
             Ok(Err(error)) => handler_error(error),
             Err(err) => Outcome::Crashed(store.data().crash_reason(&err, job.timeout)),
@@ -151,14 +84,28 @@ impl Plugin {
     }
 }
 
+/// The handler's own error, its message bounded: the worker carries it into reasons.
+///
+/// Unlike the imports' arguments, an export's result cannot be read in place: wasmtime
+/// lifts it and then runs the guest's post-return, which frees the guest's copy. So the
+/// message is copied whole, at most the guest's memory cap, and cut here at once.
 fn handler_error(error: wit::JobError) -> Outcome {
     match error {
-        wit::JobError::Retryable(message) => Outcome::Failed(JobError::retryable(message)),
-        wit::JobError::Fatal(message) => Outcome::Failed(JobError::fatal(message)),
+        wit::JobError::Retryable(message) => Outcome::Failed(JobError::retryable(bounded(message))),
+        wit::JobError::Fatal(message) => Outcome::Failed(JobError::fatal(bounded(message))),
         wit::JobError::Deferred(deferral) => Outcome::Failed(JobError::deferred_msg(
             Duration::from_millis(deferral.delay),
-            deferral.reason,
+            bounded(deferral.reason),
         )),
-        wit::JobError::Decode(message) => Outcome::Undecodable(message),
+        wit::JobError::Decode(message) => Outcome::Undecodable(bounded(message)),
+    }
+}
+
+/// `message` as one line of at most [`REASON_MAX`] bytes, without a copy when it already is.
+fn bounded(message: String) -> String {
+    if let Cow::Owned(bounded) = text::bounded(&message, REASON_MAX) {
+        bounded
+    } else {
+        message
     }
 }

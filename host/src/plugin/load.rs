@@ -7,24 +7,34 @@
 //!    both versions; a component without the `handler` export is not a plugin.
 //! 4. Link against WASI (nothing granted) and the `host` interface, once: the resulting
 //!    pre-instance is what every job instantiates.
-//! 5. Instantiate once to call `manifest`, and validate it.
+//! 5. Instantiate once to call `manifest`, within [`EngineConfig::load_timeout`], and
+//!    validate it. The deadline is kept twice, as for jobs: the epoch stops a guest running
+//!    wasm, and a wall-clock watchdog stops one blocked in a host call (a WASI sleep). A
+//!    plugin that has not answered by then is refused with [`LoadError::ManifestTimeout`],
+//!    so a hostile plugin delays a load or a reload by the deadline at most. The manifest
+//!    itself is lifted whole by wasmtime (an export's result cannot be read in place), so
+//!    its size is bounded by the guest's memory cap, once per load.
+//!
+//! [`EngineConfig::load_timeout`]: super::EngineConfig::load_timeout
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 use wasmtime::component::Component;
+use wasmtime::{Store, Trap};
 
-use super::bindings::PluginPre;
+use super::bindings::{PluginPre, types as wit};
 use super::cache;
-use super::engine::Engine;
+use super::engine::{BACKSTOP_GRACE, Engine};
 use super::error::LoadError;
 use super::guest_log::LogTags;
-use super::manifest::{self, Manifest};
+use super::manifest;
 use super::store::{JobState, new_store};
+use super::watchdog::Watchdog;
+use crate::job::Manifest;
 
 macro_rules! wit_version {
     () => {
@@ -37,9 +47,6 @@ pub const WIT_VERSION: &str = wit_version!();
 
 const WIT_PACKAGE: &str = "jobhost:plugin";
 const HANDLER_EXPORT: &str = concat!("jobhost:plugin/handler@", wit_version!());
-
-/// How long a guest may take to report its manifest.
-const MANIFEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Hex digits of the content hash kept as the plugin's version.
 const VERSION_DIGITS: usize = 12;
@@ -193,35 +200,59 @@ fn read_manifest(
     engine: &Engine,
     origin: &Path,
     pre: &PluginPre<JobState>,
-) -> Result<super::bindings::types::Manifest, LoadError> {
+) -> Result<wit::Manifest, LoadError> {
     let inner = &engine.inner;
-    let tags = LogTags {
-        plugin: origin.display().to_string().into(),
-        job_type: "manifest".to_owned(),
-        job_id: Uuid::nil(),
-        attempt: 0,
+    let config = &inner.config;
+    let timeout = config.load_timeout;
+    let timed_out = || LoadError::ManifestTimeout {
+        path: origin.to_owned(),
+        timeout,
     };
+    let _slot = wasmtime_wasi::runtime::in_tokio(inner.load_permit.acquire())
+        .expect("the load semaphore is never closed");
+    let plugin: Arc<str> = origin.display().to_string().into();
+    let tags = LogTags::new(&plugin, "manifest", Uuid::nil(), 0);
     let mut store = new_store(
         &inner.wasmtime,
         tags,
-        inner.config.memory_limit,
-        MANIFEST_TIMEOUT,
+        config.memory_limit,
+        timeout,
+        config.host_calls.clone(),
     );
-    let result = wasmtime_wasi::runtime::in_tokio(async {
-        let _slot = inner
-            .load_permit
-            .acquire()
-            .await
-            .expect("the load semaphore is never closed");
-        let instance = pre.instantiate_async(&mut store).await?;
-        instance
-            .jobhost_plugin_handler()
-            .call_manifest(&mut store)
-            .await
-    });
-    result.map_err(|err| LoadError::ManifestCall {
-        path: origin.to_owned(),
-        reason: store.data().crash_reason(&err, MANIFEST_TIMEOUT),
+    let watchdog =
+        Watchdog::start(timeout + BACKSTOP_GRACE).map_err(|err| LoadError::ManifestCall {
+            path: origin.to_owned(),
+            reason: format!("cannot start the load deadline's thread: {err}"),
+        })?;
+    match call_manifest(&mut store, pre, watchdog) {
+        None => Err(timed_out()),
+        Some(Ok(manifest)) => Ok(manifest),
+        Some(Err(err)) if err.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => Err(timed_out()),
+        Some(Err(err)) => Err(LoadError::ManifestCall {
+            path: origin.to_owned(),
+            reason: store.data().crash_reason(&err, timeout),
+        }),
+    }
+}
+
+/// Instantiate and call `manifest`; `None` if the watchdog fired first.
+fn call_manifest(
+    store: &mut Store<JobState>,
+    pre: &PluginPre<JobState>,
+    watchdog: Watchdog,
+) -> Option<wasmtime::Result<wit::Manifest>> {
+    wasmtime_wasi::runtime::in_tokio(async {
+        let call = async {
+            let instance = pre.instantiate_async(&mut *store).await?;
+            instance
+                .jobhost_plugin_handler()
+                .call_manifest(&mut *store)
+                .await
+        };
+        tokio::select! {
+            result = call => Some(result),
+            () = watchdog.fired() => None,
+        }
     })
 }
 

@@ -11,112 +11,15 @@ use jobhost_sdk::{Backoff, QueueConfig, RetryPolicy};
 
 use super::bindings::types as wit;
 use crate::broker::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
+use crate::job::{JobSpec, Manifest, ManifestError};
+use crate::text::{self, NAME_MAX};
 
 /// The longest queue name AMQP accepts (a short string).
 const AMQP_MAX_NAME: usize = 255;
 
-/// What a plugin serves: its queues and the job types it handles.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Manifest {
-    /// The plugin's name, for logs and admin output.
-    pub name: String,
-    /// The queues the plugin consumes, names unique.
-    pub queues: Vec<QueueConfig>,
-    /// The job types the plugin handles, names unique, each on one of `queues`.
-    pub jobs: Vec<JobSpec>,
-}
-
-impl Manifest {
-    /// The job type called `name`, if this plugin handles it.
-    pub fn job(&self, name: &str) -> Option<&JobSpec> {
-        self.jobs.iter().find(|job| job.name == name)
-    }
-
-    /// The queue called `name`, if this plugin declares it.
-    pub fn queue(&self, name: &str) -> Option<&QueueConfig> {
-        self.queues.iter().find(|queue| queue.name == name)
-    }
-}
-
-/// One job type of a plugin.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobSpec {
-    /// The job type carried in envelopes.
-    pub name: String,
-    /// The queue its jobs are published to; one of the manifest's queues.
-    pub queue: String,
-    /// The job's own policy; replaces the queue's entirely when present.
-    pub retry: Option<RetryPolicy>,
-    /// How long one attempt may run; overrides the queue's timeout.
-    pub timeout: Option<Duration>,
-}
-
-/// The first thing wrong with a manifest.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ManifestError {
-    /// The plugin has no name to appear in logs under.
-    #[error("the plugin name is empty")]
-    EmptyPluginName,
-    /// A plugin without jobs would consume queues it cannot handle.
-    #[error("plugin `{plugin}` declares no jobs")]
-    NoJobs {
-        /// The plugin's name.
-        plugin: String,
-    },
-    /// A queue name the broker would refuse or confuse with another queue.
-    #[error("queue name `{name}` is invalid: {reason}")]
-    InvalidQueueName {
-        /// The queue name.
-        name: String,
-        /// Why it is refused.
-        reason: String,
-    },
-    /// Two queues with one name.
-    #[error("queue `{name}` is declared twice")]
-    DuplicateQueue {
-        /// The queue name.
-        name: String,
-    },
-    /// A job type name that cannot be routed.
-    #[error("job name `{name}` is invalid: {reason}")]
-    InvalidJobName {
-        /// The job type name.
-        name: String,
-        /// Why it is refused.
-        reason: &'static str,
-    },
-    /// Two jobs with one name.
-    #[error("job `{name}` is declared twice")]
-    DuplicateJob {
-        /// The job type name.
-        name: String,
-    },
-    /// A job on a queue the manifest does not declare.
-    #[error("job `{job}` uses queue `{queue}`, which the manifest does not declare")]
-    UnknownQueue {
-        /// The job type name.
-        job: String,
-        /// The undeclared queue.
-        queue: String,
-    },
-    /// A queue or job setting out of the range the host can honour.
-    #[error("{owner}: `{key}` {reason}")]
-    InvalidSetting {
-        /// `queue `name`` or `job `name``.
-        owner: String,
-        /// The setting, as spelled in the derive grammar.
-        key: &'static str,
-        /// The value and the accepted range.
-        reason: String,
-    },
-}
-
 /// Turn the guest's manifest into host types, refusing what the host cannot honour.
 pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestError> {
-    if manifest.name.trim().is_empty() {
-        return Err(ManifestError::EmptyPluginName);
-    }
+    check_plugin_name(&manifest.name)?;
     if manifest.jobs.is_empty() {
         return Err(ManifestError::NoJobs {
             plugin: manifest.name,
@@ -143,7 +46,7 @@ pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestErro
             if !queue_names.contains(&job.queue) {
                 return Err(ManifestError::UnknownQueue {
                     job: job.name,
-                    queue: job.queue,
+                    queue: shown(&job.queue),
                 });
             }
             if !job_names.insert(job.name.clone()) {
@@ -180,18 +83,38 @@ fn queue_config(queue: wit::QueueConfig) -> Result<QueueConfig, ManifestError> {
     })
 }
 
+/// The plugin's name appears in every log line of its jobs: it must be printable and short.
+fn check_plugin_name(name: &str) -> Result<(), ManifestError> {
+    if name.trim().is_empty() {
+        return Err(ManifestError::EmptyPluginName);
+    }
+    let invalid = |reason| ManifestError::InvalidPluginName {
+        name: shown(name),
+        reason,
+    };
+    if name.len() > NAME_MAX {
+        return Err(invalid("it is longer than 200 bytes"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(invalid("it contains control characters"));
+    }
+    Ok(())
+}
+
+/// Because a job type travels in the AMQP `type` property, it is a short string.
 fn job_spec(job: wit::JobConfig) -> Result<JobSpec, ManifestError> {
+    let invalid = |reason| ManifestError::InvalidJobName {
+        name: shown(&job.name),
+        reason,
+    };
     if job.name.is_empty() {
-        return Err(ManifestError::InvalidJobName {
-            name: job.name,
-            reason: "it is empty",
-        });
+        return Err(invalid("it is empty"));
+    }
+    if job.name.len() > AMQP_MAX_NAME {
+        return Err(invalid("it is longer than 255 bytes"));
     }
     if job.name.chars().any(char::is_control) {
-        return Err(ManifestError::InvalidJobName {
-            name: job.name,
-            reason: "it contains control characters",
-        });
+        return Err(invalid("it contains control characters"));
     }
     let owner = format!("job `{}`", job.name);
     Ok(JobSpec {
@@ -206,7 +129,7 @@ fn job_spec(job: wit::JobConfig) -> Result<JobSpec, ManifestError> {
 /// room for the longest of them, and must not be one of another queue's derived names.
 fn check_queue_name(name: &str) -> Result<(), ManifestError> {
     let invalid = |reason: String| ManifestError::InvalidQueueName {
-        name: name.to_owned(),
+        name: shown(name),
         reason,
     };
     if name.is_empty() {
@@ -230,10 +153,17 @@ fn check_queue_name(name: &str) -> Result<(), ManifestError> {
     let longest = HoldQueue::longest(name).name;
     if longest.len() > AMQP_MAX_NAME {
         return Err(invalid(format!(
-            "its hold queue `{longest}` would be longer than {AMQP_MAX_NAME} bytes"
+            "its hold queue `{}` would be longer than {AMQP_MAX_NAME} bytes",
+            shown(&longest)
         )));
     }
     Ok(())
+}
+
+/// A guest's name as an error message shows it: escaped, and whole up to the longest name
+/// AMQP accepts.
+fn shown(name: &str) -> String {
+    text::bounded(name, AMQP_MAX_NAME).into_owned()
 }
 
 fn retry_policy(

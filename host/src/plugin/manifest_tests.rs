@@ -157,6 +157,47 @@ fn empty_job_names_are_refused() {
 }
 
 #[test]
+fn a_job_name_longer_than_a_short_string_is_refused_and_shown_bounded() {
+    let long = "j".repeat(1 << 20);
+    let err = from_wit(manifest(vec![queue("q")], vec![job(&long, "q")])).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.ends_with("bytes in all)` is invalid: it is longer than 255 bytes"),
+        "{message}"
+    );
+    assert!(
+        message.len() < 512,
+        "the message is bounded: {}",
+        message.len()
+    );
+}
+
+#[test]
+fn a_plugin_name_must_be_a_short_printable_line() {
+    let mut m = manifest(vec![queue("q")], vec![job("j", "q")]);
+    m.name = "emails\n2026-01-01 ERROR forged".to_owned();
+    assert_eq!(
+        from_wit(m.clone()).unwrap_err().to_string(),
+        "plugin name `emails\\n2026-01-01 ERROR forged` is invalid: it contains control characters"
+    );
+    m.name = "p".repeat(201);
+    assert!(matches!(
+        from_wit(m).unwrap_err(),
+        ManifestError::InvalidPluginName {
+            reason: "it is longer than 200 bytes",
+            ..
+        }
+    ));
+}
+
+#[test]
+fn an_undeclared_queue_of_megabytes_is_shown_bounded() {
+    let huge = "q".repeat(1 << 20);
+    let err = from_wit(manifest(vec![queue("q")], vec![job("j", &huge)])).unwrap_err();
+    assert!(err.to_string().len() < 512, "{}", err.to_string().len());
+}
+
+#[test]
 fn a_policy_without_attempts_is_refused() {
     let err = queue_policy_error(wit::RetryPolicy {
         max_attempts: 0,

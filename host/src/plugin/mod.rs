@@ -2,7 +2,7 @@
 //!
 //! No wasmtime type appears in this module's public API; the worker sees an [`Engine`]
 //! that loads [`Plugin`]s and a [`Plugin`] that turns an [`Invocation`] into an
-//! [`Outcome`].
+//! [`Outcome`]; those and the [`Manifest`] are the neutral vocabulary of [`crate::job`].
 //!
 //! # Contract
 //! - A plugin is a component of the `plugin` world of `wit/jobhost.wit`, version
@@ -21,12 +21,20 @@
 //! - [`engine`](Engine): the wasmtime engine, its pool, permits and epoch ticker.
 //! - `load`: compile (or read the artifact cache), check the world, link, read the
 //!   [`Manifest`]; `cache` holds the artifact cache.
-//! - [`manifest`](Manifest): the manifest in host types, validated.
+//! - `manifest`: the guest's manifest turned into a [`Manifest`], validated.
 //! - [`invoke`](Plugin::invoke): one job in a fresh store, and its [`Outcome`].
 //! - `store`, `host_api`, `guest_log`: the per-job store data and limits, the imports a
 //!   guest calls, and where its output goes.
+//! - [`budget`](HostCallBudget): what a job may hand the host, counted before it is copied.
+//!
+//! [`Invocation`]: crate::job::Invocation
+//! [`Outcome`]: crate::job::Outcome
+//! [`Outcome::Crashed`]: crate::job::Outcome::Crashed
+//! [`Outcome::Completed`]: crate::job::Outcome::Completed
+//! [`Manifest`]: crate::job::Manifest
 
 mod bindings;
+mod budget;
 mod cache;
 mod engine;
 mod error;
@@ -36,9 +44,9 @@ mod invoke;
 mod load;
 mod manifest;
 mod store;
+mod watchdog;
 
+pub use budget::{BudgetExceeded, HostCallBudget};
 pub use engine::{EPOCH_TICK, Engine, EngineConfig, MEMORY_RESERVATION};
 pub use error::{EngineError, LoadError};
-pub use invoke::{FollowUp, Invocation, Outcome};
 pub use load::{Plugin, WIT_VERSION};
-pub use manifest::{JobSpec, Manifest, ManifestError};

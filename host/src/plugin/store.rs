@@ -11,9 +11,11 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::budget::{HostCallBudget, Spent};
 use super::engine::MIB;
 use super::guest_log::{GuestStdio, LogSink, LogTags, Stdio};
-use super::invoke::FollowUp;
+use crate::job::FollowUp;
+use crate::text::{self, REASON_MAX};
 
 /// The data of a job's store: the sandbox's WASI state, the job's limits, and what the
 /// guest reported through the host imports.
@@ -23,22 +25,19 @@ pub(super) struct JobState {
     limits: JobLimits,
     deadline: Instant,
     pub(super) log: Arc<LogSink>,
-    pub(super) follow_ups: FollowUps,
+    /// What the guest has spent of its host-call budget.
+    pub(super) spent: Spent,
+    /// The follow-up jobs the guest enqueued, in order.
+    pub(super) follow_ups: Vec<FollowUp>,
     /// The message of the guest's panic, reported just before it aborts.
     pub(super) panic: Option<String>,
-}
-
-/// The follow-up jobs a guest enqueued, with their total payload size.
-#[derive(Debug, Default)]
-pub(super) struct FollowUps {
-    pub(super) jobs: Vec<FollowUp>,
-    pub(super) bytes: usize,
 }
 
 impl std::fmt::Debug for JobState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobState")
             .field("deadline", &self.deadline)
+            .field("spent", &self.spent)
             .field("follow_ups", &self.follow_ups)
             .field("panic", &self.panic)
             .finish_non_exhaustive()
@@ -46,10 +45,20 @@ impl std::fmt::Debug for JobState {
 }
 
 impl JobState {
-    /// Why a call into the guest failed with `err`, for the job's outcome: the timeout,
-    /// the memory cap, the guest's panic message, or the trap's own message.
+    /// Why a call into the guest failed with `err`, for the job's outcome: the host-call
+    /// budget, the timeout, the memory cap, the guest's panic message, or the trap's own
+    /// message; at most [`REASON_MAX`] bytes, on one line.
     pub(super) fn crash_reason(&self, err: &wasmtime::Error, timeout: Duration) -> String {
-        tracing::debug!("guest call failed: {err:?}");
+        let reason = self.cause(err, timeout);
+        text::bounded(&reason, REASON_MAX).into_owned()
+    }
+
+    fn cause(&self, err: &wasmtime::Error, timeout: Duration) -> String {
+        let detail = format!("{err:?}");
+        tracing::debug!(error = %text::bounded(&detail, REASON_MAX), "guest call failed");
+        if let Some(exceeded) = self.spent.exceeded.clone().or_else(|| self.log.exceeded()) {
+            return exceeded.to_string();
+        }
         let trap = err.downcast_ref::<Trap>();
         if trap == Some(&Trap::Interrupt) {
             return timed_out(timeout);
@@ -84,8 +93,8 @@ impl WasiView for JobState {
     }
 }
 
-/// A fresh store for one call, limited to `memory_cap` bytes per memory and `timeout` of
-/// wall time.
+/// A fresh store for one call, limited to `memory_cap` bytes per memory, `timeout` of
+/// wall time and `budget` of host calls.
 ///
 /// The sandbox grants nothing: no preopened directories, no environment, no arguments, no
 /// sockets, stdin closed; stdout and stderr go to the job's log. Clocks and randomness are
@@ -95,8 +104,9 @@ pub(super) fn new_store(
     tags: LogTags,
     memory_cap: usize,
     timeout: Duration,
+    budget: HostCallBudget,
 ) -> Store<JobState> {
-    let log = LogSink::new(tags);
+    let log = LogSink::new(tags, budget.log_bytes);
     let wasi = WasiCtx::builder()
         .stdout(GuestStdio::new(Arc::clone(&log), Stdio::Stdout))
         .stderr(GuestStdio::new(Arc::clone(&log), Stdio::Stderr))
@@ -118,7 +128,8 @@ pub(super) fn new_store(
         },
         deadline: Instant::now() + timeout,
         log,
-        follow_ups: FollowUps::default(),
+        spent: Spent::new(budget),
+        follow_ups: Vec::new(),
         panic: None,
     };
     let mut store = Store::new(engine, state);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use jobhost_sdk::{QueueConfig, RetryPolicy};
 
 use crate::broker::MAX_HOLD_DELAY;
-use crate::plugin::JobSpec;
+use crate::job::JobSpec;
 
 /// The policy that decides a failed attempt: the job's own `retry(...)`, else its queue's
 /// (which is [`RetryPolicy::default`], one attempt, when the queue writes none).

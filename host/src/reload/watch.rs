@@ -9,7 +9,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::{Loader, QUIET_PERIOD, is_plugin_file};
 
@@ -27,7 +27,8 @@ pub fn is_edit(kind: &EventKind) -> bool {
 }
 
 /// Watch `dir` until `shutdown`, syncing each `*.wasm` that changed once it has been quiet
-/// for [`QUIET_PERIOD`], or at once when it was renamed into place.
+/// for [`QUIET_PERIOD`], or at once when it was renamed into place. Returns at `shutdown`
+/// even while a load is running.
 pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> notify::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<(PathBuf, Duration)>();
     let mut watcher =
@@ -48,6 +49,7 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
             Err(err) => warn!(error = %err, "plugin directory watch error"),
         })?;
     watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    info!(dir = %dir.display(), "watching the plugin directory for changes");
     let mut due: HashMap<PathBuf, Instant> = HashMap::new();
     loop {
         let next = due.values().min().copied();
@@ -62,7 +64,12 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
                 for path in ready {
                     due.remove(&path);
                     // The outcome is logged by sync; a refusal leaves the old version serving.
-                    let _ = loader.sync(&path).await;
+                    // Shutdown does not wait for a load: the abandoned load ends by itself at
+                    // the engine's load deadline.
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ok(()),
+                        _ = loader.sync(&path) => {}
+                    }
                 }
             }
         }

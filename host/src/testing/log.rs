@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::plugin::{Invocation, Outcome};
+use crate::job::{Invocation, Outcome};
 use crate::worker::{BoxFuture, Handler};
 
 /// One handler run as the harness saw it.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::plugin::{Invocation, Manifest, Outcome};
+use crate::job::{Invocation, Manifest, Outcome};
 use crate::worker::{BoxFuture, Handler, Unit};
 
 /// A unit whose jobs run `handler` natively; `key` identifies it like a plugin's path.

@@ -37,7 +37,7 @@ use super::registry::{Registry, Route};
 use super::unsettled::{MessageKey, Unsettled};
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
-use crate::plugin::{FollowUp, Invocation, Outcome};
+use crate::job::{FollowUp, Invocation, Outcome};
 use crate::policy::{HoldDelay, effective_timeout};
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::broker::{Backend, BrokerError, DeadLetterOut, MAX_HOLD_DELAY, MemoryBackend};
 use crate::envelope::Envelope;
-use crate::plugin::{FollowUp, JobSpec, Manifest, Outcome};
+use crate::job::{FollowUp, JobSpec, Manifest, Outcome};
 use crate::policy::HoldDelay;
 use crate::testing::{Harness, native_unit};
 use crate::worker::{Plugins, Unit, Worker, WorkerConfig};

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::plugin::{Invocation, Outcome};
+use crate::job::{Invocation, Outcome};
 
 /// A boxed future, because handlers are stored as trait objects in the registry.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -11,7 +11,8 @@ use jobhost_sdk::{QueueConfig, RetryPolicy};
 use tokio::sync::watch;
 
 use super::Handler;
-use crate::plugin::{JobSpec, Manifest, Plugin};
+use crate::job::{JobSpec, Manifest};
+use crate::plugin::Plugin;
 use crate::policy::effective_policy;
 
 /// One loaded handler set: a plugin version, or a native handler in tests and benchmarks.

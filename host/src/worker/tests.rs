@@ -9,7 +9,7 @@ use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
 use serde_json::json;
 
 use crate::broker::Backend;
-use crate::plugin::{Invocation, JobSpec, Manifest, Outcome};
+use crate::job::{Invocation, JobSpec, Manifest, Outcome};
 use crate::testing::{Harness, native_unit};
 use crate::worker::{BoxFuture, Handler, RegistryError, Unit, WorkerConfig};
 
@@ -208,7 +208,7 @@ async fn a_retry_goes_through_a_hold_queue_and_keeps_the_job_id() {
 
 #[tokio::test(start_paused = true)]
 async fn a_conflicting_unit_is_refused_and_names_both_plugins() {
-    let ok = |_: &crate::plugin::Invocation<'_>| Outcome::Completed { follow_ups: vec![] };
+    let ok = |_: &crate::job::Invocation<'_>| Outcome::Completed { follow_ups: vec![] };
     let h = Harness::start(
         [native_unit(
             "a.wasm",

@@ -123,8 +123,8 @@ pub(crate) async fn run(noops: usize) -> Row {
     let engine = Engine::new(EngineConfig {
         max_instances: CONCURRENCY as u32 + 1,
         memory_limit: MEMORY_LIMIT,
-        default_timeout: TIMEOUT,
         cache_dir: Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache")),
+        ..EngineConfig::default()
     })
     .expect("engine");
     let mut units = Vec::new();

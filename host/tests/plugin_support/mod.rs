@@ -7,12 +7,15 @@
 
 #![allow(dead_code, unreachable_pub)] // each test crate uses a different subset
 
+pub mod floods;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
-use jobhost::plugin::{Engine, EngineConfig, Invocation, LoadError, Plugin};
+use jobhost::job::Invocation;
+use jobhost::plugin::{Engine, EngineConfig, LoadError, Plugin};
 use uuid::Uuid;
 
 /// The memory cap of test engines: small, so a memory bomb hits it quickly.

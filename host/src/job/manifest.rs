@@ -1,0 +1,110 @@
+//! A plugin's manifest in host types: the queues it consumes and the job types it handles.
+
+use std::time::Duration;
+
+use jobhost_sdk::{QueueConfig, RetryPolicy};
+
+/// What a plugin serves: its queues and the job types it handles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// The plugin's name, for logs and admin output.
+    pub name: String,
+    /// The queues the plugin consumes, names unique.
+    pub queues: Vec<QueueConfig>,
+    /// The job types the plugin handles, names unique, each on one of `queues`.
+    pub jobs: Vec<JobSpec>,
+}
+
+impl Manifest {
+    /// The job type called `name`, if this plugin handles it.
+    pub fn job(&self, name: &str) -> Option<&JobSpec> {
+        self.jobs.iter().find(|job| job.name == name)
+    }
+
+    /// The queue called `name`, if this plugin declares it.
+    pub fn queue(&self, name: &str) -> Option<&QueueConfig> {
+        self.queues.iter().find(|queue| queue.name == name)
+    }
+}
+
+/// One job type of a plugin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    /// The job type carried in envelopes.
+    pub name: String,
+    /// The queue its jobs are published to; one of the manifest's queues.
+    pub queue: String,
+    /// The job's own policy; replaces the queue's entirely when present.
+    pub retry: Option<RetryPolicy>,
+    /// How long one attempt may run; overrides the queue's timeout.
+    pub timeout: Option<Duration>,
+}
+
+/// The first thing wrong with a manifest.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// The plugin has no name to appear in logs under.
+    #[error("the plugin name is empty")]
+    EmptyPluginName,
+    /// A plugin name that cannot appear in a log line as it is.
+    #[error("plugin name `{name}` is invalid: {reason}")]
+    InvalidPluginName {
+        /// The name, bounded and escaped.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// A plugin without jobs would consume queues it cannot handle.
+    #[error("plugin `{plugin}` declares no jobs")]
+    NoJobs {
+        /// The plugin's name.
+        plugin: String,
+    },
+    /// A queue name the broker would refuse or confuse with another queue.
+    #[error("queue name `{name}` is invalid: {reason}")]
+    InvalidQueueName {
+        /// The queue name, bounded and escaped.
+        name: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// Two queues with one name.
+    #[error("queue `{name}` is declared twice")]
+    DuplicateQueue {
+        /// The queue name.
+        name: String,
+    },
+    /// A job type name that cannot be routed.
+    #[error("job name `{name}` is invalid: {reason}")]
+    InvalidJobName {
+        /// The job type name, bounded and escaped.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// Two jobs with one name.
+    #[error("job `{name}` is declared twice")]
+    DuplicateJob {
+        /// The job type name.
+        name: String,
+    },
+    /// A job on a queue the manifest does not declare.
+    #[error("job `{job}` uses queue `{queue}`, which the manifest does not declare")]
+    UnknownQueue {
+        /// The job type name.
+        job: String,
+        /// The undeclared queue, bounded and escaped.
+        queue: String,
+    },
+    /// A queue or job setting out of the range the host can honour.
+    #[error("{owner}: `{key}` {reason}")]
+    InvalidSetting {
+        /// `queue `name`` or `job `name``.
+        owner: String,
+        /// The setting, as spelled in the derive grammar.
+        key: &'static str,
+        /// The value and the accepted range.
+        reason: String,
+    },
+}
