@@ -30,10 +30,11 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use jobhost_sdk::{JobError, RetryDecision};
-use tracing::{Instrument, debug, error, info, info_span, warn};
+use tracing::{Instrument, debug, debug_span, error, info, warn};
 
 use super::Shared;
 use super::registry::{Registry, Route};
+use super::tally::Settled;
 use super::unsettled::{MessageKey, Unsettled};
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
@@ -94,7 +95,7 @@ pub(super) async fn deliver<B: Backend>(
         );
         let attempts = Envelope::decode(delivery.body()).map_or(0, |e| e.attempt);
         let settlement = Settlement::dead_letter(&reason, attempts);
-        settle(&shared, delivery, &queue, key, settlement).await;
+        settle(&shared, delivery, &queue, key, None, settlement).await;
         return;
     }
     let envelope = match Envelope::decode(delivery.body()) {
@@ -103,11 +104,13 @@ pub(super) async fn deliver<B: Backend>(
             let error = bounded(&err.to_string(), REASON_MAX).into_owned();
             warn!(%queue, %error, "dead-lettering a message that is not an envelope");
             let settlement = Settlement::dead_letter("malformed envelope", 0);
-            settle(&shared, delivery, &queue, key, settlement).await;
+            settle(&shared, delivery, &queue, key, None, settlement).await;
             return;
         }
     };
-    let span = info_span!(
+    // A debug span: at the default level it costs nothing per job, and the events that an
+    // operator sees at info (retries, deferrals, dead letters) carry the job's fields.
+    let span = debug_span!(
         "job",
         job_id = %envelope.job_id,
         job_type = %bounded(&envelope.job_type, NAME_MAX),
@@ -115,7 +118,7 @@ pub(super) async fn deliver<B: Backend>(
     );
     async {
         let settlement = run(&shared, &envelope).await;
-        settle(&shared, delivery, &queue, key, settlement).await;
+        settle(&shared, delivery, &queue, key, Some(&envelope), settlement).await;
     }
     .instrument(span)
     .await;
@@ -214,7 +217,14 @@ fn decide<B: Backend>(
                     return Settlement::dead_letter(&reason, envelope.attempt);
                 }
             };
-            info!(reason = %bounded(&reason, REASON_MAX), delay = ?delay.get(), "job deferred");
+            info!(
+                job_id = %envelope.job_id,
+                job_type = %bounded(&envelope.job_type, NAME_MAX),
+                attempt = envelope.attempt,
+                reason = %bounded(&reason, REASON_MAX),
+                delay = ?delay.get(),
+                "job deferred"
+            );
             return Settlement::Republish {
                 what: "deferral",
                 next: envelope
@@ -231,7 +241,14 @@ fn decide<B: Backend>(
         RetryDecision::Retry { delay } => match granularity.round(delay) {
             Ok(delay) => {
                 let error = bounded(&failure.to_string(), REASON_MAX).into_owned();
-                info!(%error, retry_in = ?delay.get(), "job failed, retrying");
+                info!(
+                    job_id = %envelope.job_id,
+                    job_type = %bounded(&envelope.job_type, NAME_MAX),
+                    attempt = envelope.attempt,
+                    %error,
+                    retry_in = ?delay.get(),
+                    "job failed, retrying"
+                );
                 Settlement::Republish {
                     what: "retry",
                     next: envelope.next_attempt().routed_to(&route.queue.name),
@@ -261,6 +278,7 @@ async fn settle<B: Backend>(
     delivery: DeliveryOf<B>,
     queue: &str,
     key: Option<MessageKey>,
+    job: Option<&Envelope>,
     settlement: Settlement,
 ) {
     let settlement = match publish(shared, &delivery, queue, &settlement).await {
@@ -281,7 +299,7 @@ async fn settle<B: Backend>(
             if let Some(key) = key {
                 shared.unsettled.settled(key);
             }
-            log_settled(&settlement);
+            log_settled(shared, queue, job, &settlement);
         }
         Err(err) => {
             // The delivery is gone with the ack; a first delivery is counted from its
@@ -312,6 +330,18 @@ async fn unsettled<D: Delivery>(
 }
 
 impl Settlement {
+    /// What kind of settlement this is, for the worker's summary.
+    fn settled(&self) -> Settled {
+        match self {
+            Self::Ack { .. } => Settled::Completed,
+            Self::Republish {
+                what: "deferral", ..
+            } => Settled::Deferred,
+            Self::Republish { .. } => Settled::Retried,
+            Self::DeadLetter { .. } => Settled::DeadLettered,
+        }
+    }
+
     /// What this settlement publishes, for a reason.
     fn what(&self) -> &'static str {
         match self {
@@ -397,10 +427,28 @@ fn route_follow_ups<B: Backend>(
         .collect()
 }
 
-fn log_settled(settlement: &Settlement) {
+/// Count the settlement for the worker's periodic summary; a completion is logged at
+/// debug only, because a line per job costs more than the job (see README, "Logs").
+fn log_settled<B: Backend>(
+    shared: &Shared<B>,
+    queue: &str,
+    job: Option<&Envelope>,
+    settlement: &Settlement,
+) {
+    shared.tally.count(settlement.settled());
     match settlement {
-        Settlement::Ack { follow_ups } => info!(follow_ups = follow_ups.len(), "job completed"),
+        Settlement::Ack { follow_ups } => debug!(follow_ups = follow_ups.len(), "job completed"),
         Settlement::Republish { .. } => debug!("job republished"),
-        Settlement::DeadLetter { reason, .. } => warn!(%reason, "job dead-lettered"),
+        Settlement::DeadLetter { reason, .. } => match job {
+            Some(job) => warn!(
+                %queue,
+                job_id = %job.job_id,
+                job_type = %bounded(&job.job_type, NAME_MAX),
+                attempt = job.attempt,
+                %reason,
+                "job dead-lettered"
+            ),
+            None => warn!(%queue, %reason, "message dead-lettered"),
+        },
     }
 }

@@ -16,6 +16,7 @@
 mod deliver;
 mod handler;
 mod registry;
+mod tally;
 mod unsettled;
 
 use std::collections::HashMap;
@@ -93,6 +94,7 @@ struct Shared<B> {
     plugins: Plugins,
     config: WorkerConfig,
     unsettled: unsettled::Unsettled,
+    tally: tally::Tally,
 }
 
 /// Consumes the queues of the loaded plugins until shut down.
@@ -115,6 +117,7 @@ impl<B: Backend> Worker<B> {
                 plugins,
                 config,
                 unsettled: unsettled::Unsettled::default(),
+                tally: tally::Tally::default(),
             }),
         }
     }
@@ -127,6 +130,11 @@ impl<B: Backend> Worker<B> {
         let abandon = CancellationToken::new();
         let mut subscriptions: HashMap<String, Subscription> = HashMap::new();
         let mut changes = self.shared.plugins.subscribe();
+        let summary_stop = CancellationToken::new();
+        let summary = {
+            let (shared, stop) = (self.shared.clone(), summary_stop.clone());
+            tokio::spawn(async move { shared.tally.report(stop).await })
+        };
         loop {
             let registry = changes.borrow_and_update().clone();
             self.warn_of_timeouts_the_broker_would_cut(&registry);
@@ -181,6 +189,10 @@ impl<B: Backend> Worker<B> {
             );
             abandon.cancel();
             jobs.wait().await;
+        }
+        summary_stop.cancel();
+        if let Err(err) = summary.await {
+            warn!(error = %err, "the job summary task failed");
         }
         info!("worker stopped");
     }

@@ -31,6 +31,9 @@ const RSS_BOUND: u64 = 512 << 20;
 const REASON_BOUND: usize = 4096;
 /// The example plugin's queue.
 const API_QUEUE: &str = "examples.api";
+/// The flooding plugin's queue, and the floods it is sent (its payload picks one).
+const FLOOD_QUEUE: &str = "test.hostcalls";
+const FLOODS: [&str; 4] = ["job-type", "follow-ups", "log-message", "log-calls"];
 const BIG: usize = 200_000;
 
 async fn publish(channel: &Channel, queue: &str, body: &[u8]) {
@@ -69,6 +72,21 @@ async fn dead_reasons(channel: &Channel, queue: &str) -> Vec<String> {
     reasons
 }
 
+/// Wait for `count` dead letters on `queue`'s dead-letter queue and take them.
+async fn dead_letters_of(channel: &Channel, queue: &str, count: usize) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while reasons.len() < count {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{count} dead letters on `{queue}.dead` never came: {reasons:?}"
+        );
+        reasons.extend(dead_reasons(channel, queue).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    reasons
+}
+
 /// CPU seconds (user + system) the process has used so far.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc stat");
@@ -97,15 +115,27 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
         .expect("confirms on the raw channel");
     let before = host.line_count();
     std::fs::copy(
-        jobhost_fixtures::wasm("rate-limited-api"),
-        dir.join("rate_limited_api.wasm"),
+        jobhost_fixtures::wasm("slow-manifest"),
+        dir.join("slow_manifest.wasm"),
     )
-    .expect("the example plugin copies in");
-    let consuming = format!("queue={API_QUEUE} ");
-    host.wait_for_line(before, Duration::from_secs(120), |l| {
-        l.contains("consuming") && l.contains(&consuming)
-    })
-    .await;
+    .expect("the blocking plugin copies in");
+    for (fixture, file, queue) in [
+        ("rate-limited-api", "rate_limited_api.wasm", API_QUEUE),
+        ("hostcalls", "hostcalls.wasm", FLOOD_QUEUE),
+    ] {
+        std::fs::copy(jobhost_fixtures::wasm(fixture), dir.join(file)).expect("copies in");
+        let consuming = format!("queue={queue} ");
+        host.wait_for_line(before, Duration::from_secs(120), |l| {
+            l.contains("consuming") && l.contains(&consuming)
+        })
+        .await;
+    }
+    let refused = host
+        .wait_for_line(before, Duration::from_secs(60), |l| {
+            l.contains("plugin refused") && l.contains("slow_manifest.wasm")
+        })
+        .await;
+    assert!(refused.contains("did not answer within"), "{refused}");
 
     let stray = ledger::fresh_ids(1)[0];
     let ordinary = ledger::fresh_ids(jobs);
@@ -138,6 +168,15 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
         &envelope("api.CallApi", API_QUEUE, forever),
     )
     .await;
+    for flood in FLOODS {
+        let payload = format!("\"{flood}\"");
+        publish(
+            &channel,
+            FLOOD_QUEUE,
+            &envelope("hostcalls.Flood", FLOOD_QUEUE, &payload),
+        )
+        .await;
+    }
     for &id in &ordinary {
         publish(&channel, WORK_QUEUE, &ledger::work(id, 0).encode()).await;
     }
@@ -152,16 +191,8 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
         )
         .await;
     let dead = ledger.wait_for_dead(2, Duration::from_secs(60)).await;
-    let mut api_dead = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while api_dead.is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the impossible deferral never ended"
-        );
-        api_dead = dead_reasons(&channel, API_QUEUE).await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let api_dead = dead_letters_of(&channel, API_QUEUE, 1).await;
+    let flood_dead = dead_letters_of(&channel, FLOOD_QUEUE, FLOODS.len()).await;
 
     let pid = host.pid();
     tokio::time::sleep(SETTLE).await;
@@ -173,7 +204,7 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
     let reasons: Vec<&str> = dead
         .iter()
         .map(|l| l.reason.as_str())
-        .chain(api_dead.iter().map(String::as_str))
+        .chain(api_dead.iter().chain(&flood_dead).map(String::as_str))
         .collect();
     for reason in &reasons {
         assert!(
@@ -192,6 +223,12 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
     assert!(
         api_dead.len() == 1 && api_dead[0].contains("3000000s"),
         "the impossible deferral is dead-lettered naming its delay: {api_dead:?}"
+    );
+    assert!(
+        flood_dead
+            .iter()
+            .all(|r| r.contains("host-call budget exceeded")),
+        "each flood costs its attempt, naming the budget: {flood_dead:?}"
     );
     let reconnects = host.lines_since(before, |l| l.contains("lost the broker connection"));
     assert_eq!(
@@ -217,12 +254,14 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
     );
 
     let mut row = ledger.row(
-        "h: hostile messages by a plain AMQP client",
+        "h: hostile messages by a plain AMQP client, a flooding and a blocking plugin",
         &completed,
         &dead,
     );
-    row.sent += 1;
-    *row.dead.entry(api_dead[0].clone()).or_default() += 1;
+    for reason in api_dead.iter().chain(&flood_dead) {
+        row.sent += 1;
+        *row.dead.entry(reason.clone()).or_default() += 1;
+    }
     assert_eq!(row.duplicated, 0, "without a kill no job completes twice");
     row
 }

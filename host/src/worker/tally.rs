@@ -1,0 +1,119 @@
+//! What the worker settled, summed up in one log line per period instead of one per job.
+//!
+//! A log line per completed job costs more CPU than a no-op job itself (formatting and a
+//! write to stderr each), so completions are logged at debug, and at info the worker says
+//! every [`SUMMARY_EVERY`] how many jobs completed, were retried, deferred and
+//! dead-lettered. Retries, deferrals and dead letters keep their own info and warn lines.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+/// How often the summary line is written, when anything was settled.
+pub(super) const SUMMARY_EVERY: Duration = Duration::from_secs(10);
+
+/// Settlements since the last summary.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    completed: AtomicU64,
+    retried: AtomicU64,
+    deferred: AtomicU64,
+    dead_lettered: AtomicU64,
+}
+
+/// One period's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Counts {
+    pub(super) completed: u64,
+    pub(super) retried: u64,
+    pub(super) deferred: u64,
+    pub(super) dead_lettered: u64,
+}
+
+/// What a settlement was, for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Settled {
+    Completed,
+    Retried,
+    Deferred,
+    DeadLettered,
+}
+
+impl Tally {
+    pub(super) fn count(&self, settled: Settled) {
+        let counter = match settled {
+            Settled::Completed => &self.completed,
+            Settled::Retried => &self.retried,
+            Settled::Deferred => &self.deferred,
+            Settled::DeadLettered => &self.dead_lettered,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts since the last call, starting over.
+    pub(super) fn take(&self) -> Counts {
+        Counts {
+            completed: self.completed.swap(0, Ordering::Relaxed),
+            retried: self.retried.swap(0, Ordering::Relaxed),
+            deferred: self.deferred.swap(0, Ordering::Relaxed),
+            dead_lettered: self.dead_lettered.swap(0, Ordering::Relaxed),
+        }
+    }
+
+    /// Log a summary every [`SUMMARY_EVERY`] in which something was settled, until `stop`;
+    /// then one last one for what is left.
+    pub(super) async fn report(&self, stop: CancellationToken) {
+        let mut every = tokio::time::interval(SUMMARY_EVERY);
+        every.tick().await;
+        loop {
+            let stopping = tokio::select! {
+                _ = every.tick() => false,
+                () = stop.cancelled() => true,
+            };
+            let counts = self.take();
+            if counts != Counts::default() {
+                info!(
+                    completed = counts.completed,
+                    retried = counts.retried,
+                    deferred = counts.deferred,
+                    dead_lettered = counts.dead_lettered,
+                    "jobs settled since the last summary"
+                );
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_settlement_is_counted_once_and_a_summary_starts_the_count_over() {
+        let tally = Tally::default();
+        for settled in [
+            Settled::Completed,
+            Settled::Completed,
+            Settled::Retried,
+            Settled::Deferred,
+            Settled::DeadLettered,
+        ] {
+            tally.count(settled);
+        }
+        assert_eq!(
+            tally.take(),
+            Counts {
+                completed: 2,
+                retried: 1,
+                deferred: 1,
+                dead_lettered: 1
+            }
+        );
+        assert_eq!(tally.take(), Counts::default());
+    }
+}
