@@ -3,16 +3,20 @@
 //! session and the old one is discarded with everything opened on it.
 
 use std::collections::HashMap;
+use std::io;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use jobhost_sdk::QueueConfig;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
 
 use super::RabbitMqOptions;
+use super::options::TlsFiles;
+use super::url::target;
 use super::codec::{declare_options, hold_queue_arguments, work_queue_arguments};
 use crate::broker::{BrokerError, HoldQueue, dead_letter_queue_name};
 
@@ -70,7 +74,15 @@ impl Session {
     ) -> Result<Self, lapin::Error> {
         let properties = ConnectionProperties::default()
             .with_connection_name(options.connection_name.as_str().into());
-        let connection = Connection::connect(url, properties).await?;
+        let uri = target(url, options)
+            .map_err(|reason| io::Error::new(io::ErrorKind::InvalidInput, reason))?;
+        let connection = Connection::connect_uri_with_config(
+            uri,
+            properties,
+            tls_config(&options.tls),
+            lapin::runtime::default_runtime()?,
+        )
+        .await?;
         let mut publishers = Vec::with_capacity(options.publisher_channels);
         for _ in 0..options.publisher_channels {
             publishers.push(tokio::sync::Mutex::new(confirm_channel(&connection).await?));
@@ -247,4 +259,15 @@ async fn confirm_channel(connection: &Connection) -> Result<Channel, lapin::Erro
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     Ok(channel)
+}
+
+/// What an `amqps://` connection trusts and presents beyond the public roots.
+fn tls_config(files: &TlsFiles) -> OwnedTLSConfig {
+    OwnedTLSConfig {
+        identity: files.identity.as_ref().map(|(cert, key)| OwnedIdentity::PKCS8 {
+            pem: cert.clone(),
+            key: key.0.clone().into_bytes(),
+        }),
+        cert_chain: files.ca.clone(),
+    }
 }
