@@ -71,6 +71,10 @@ async fn a_client_certificate_logs_in_with_external_without_a_password() {
     let (_, host) = node.url.split_once('@').expect("the URL has a user");
     // No user and no password: the broker takes the certificate's CN as the user.
     let url = format!("amqps://{host}?auth_mechanism=external");
+    let without = RabbitMqOptions::default().trust_certificates(node.ca.clone());
+    connect(&url, without)
+        .await
+        .expect_err("without the certificate there is nothing to log in with");
     let options = RabbitMqOptions::default()
         .trust_certificates(node.ca)
         .client_certificate(node.client_cert, node.client_key);
@@ -90,6 +94,7 @@ async fn an_untrusted_server_certificate_is_refused_with_a_message_that_says_so(
         err.contains("certificate") && err.contains("UnknownIssuer"),
         "the message says the server's certificate is not trusted: {err}"
     );
+    eprintln!("the refusal: {err}");
     assert!(
         !err.contains("guest:guest"),
         "the message does not show the password: {err}"
