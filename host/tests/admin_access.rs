@@ -50,7 +50,8 @@ async fn api() -> Api {
 async fn status(api: &Api, request_line: &str, headers: &[&str]) -> u16 {
     let exchange = async {
         let mut stream = TcpStream::connect(&api.addr).await.expect("connects");
-        let mut request = format!("{request_line} HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n");
+        let mut request =
+            format!("{request_line} HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n");
         for header in headers {
             request.push_str(header);
             request.push_str("\r\n");
@@ -61,7 +62,9 @@ async fn status(api: &Api, request_line: &str, headers: &[&str]) -> u16 {
         stream.read_to_string(&mut answer).await.expect("reads");
         answer
     };
-    let answer = tokio::time::timeout(PATIENCE, exchange).await.expect("an answer in time");
+    let answer = tokio::time::timeout(PATIENCE, exchange)
+        .await
+        .expect("an answer in time");
     answer
         .split_whitespace()
         .nth(1)
@@ -78,7 +81,10 @@ async fn a_request_for_another_host_name_is_misdirected_421() {
     }
     let local = format!("Host: {}", api.addr);
     assert_eq!(status(&api, "GET /healthz", &[&local]).await, 200);
-    assert_eq!(status(&api, "GET /healthz", &["Host: localhost"]).await, 200);
+    assert_eq!(
+        status(&api, "GET /healthz", &["Host: localhost"]).await,
+        200
+    );
 }
 
 #[tokio::test]
@@ -102,9 +108,17 @@ async fn mutating_requests_without_the_token_are_unauthorized_401() {
     let api = api().await;
     let host = format!("Host: {}", api.addr);
     for request in ["POST /jobs", "POST /dead/q/replay", "DELETE /dead/q"] {
-        assert_eq!(status(&api, request, &[&host]).await, 401, "`{request}` needs the token");
+        assert_eq!(
+            status(&api, request, &[&host]).await,
+            401,
+            "`{request}` needs the token"
+        );
         let wrong = "Authorization: Bearer not-the-token";
-        assert_eq!(status(&api, request, &[&host, wrong]).await, 401, "`{request}` needs the right token");
+        assert_eq!(
+            status(&api, request, &[&host, wrong]).await,
+            401,
+            "`{request}` needs the right token"
+        );
     }
 
     let anonymous = AdminClient::new(&api.addr);
@@ -156,9 +170,20 @@ fn a_client_command_without_the_hosts_token_is_refused_and_says_why() {
         "email.SendEmail",
         r#"{"to": "a@example.com"}"#,
         "--admin-token-file",
-        missing.path().join("no.token").to_str().expect("a UTF-8 path"),
+        missing
+            .path()
+            .join("no.token")
+            .to_str()
+            .expect("a UTF-8 path"),
     ]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "refused, not unreachable:\n{stderr}");
-    assert!(stderr.contains("token"), "the error says a token is needed:\n{stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "refused, not unreachable:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("token"),
+        "the error says a token is needed:\n{stderr}"
+    );
 }

@@ -23,7 +23,11 @@ fn entry(cache: &Path) -> PathBuf {
         .map(|e| e.expect("an entry").path())
         .filter(|p| p.extension().is_some_and(|ext| ext == "cwasm"))
         .collect();
-    assert_eq!(entries.len(), 1, "one compiled plugin in {cache:?}: {entries:?}");
+    assert_eq!(
+        entries.len(),
+        1,
+        "one compiled plugin in {cache:?}: {entries:?}"
+    );
     entries.into_iter().next().expect("one entry")
 }
 
@@ -42,7 +46,11 @@ async fn assert_recompiled_and_real(cache: &Path, why: &str) {
     let plugin = try_load(&engine, fixture("noop"))
         .await
         .expect("noop loads");
-    assert_eq!(engine.compilations(), 1, "{why}: the plugin is compiled again");
+    assert_eq!(
+        engine.compilations(),
+        1,
+        "{why}: the plugin is compiled again"
+    );
     assert!(plugin.compiled_fresh(), "{why}");
     let outcome = plugin.invoke(invocation("noop.Noop", b"{}")).await;
     assert!(
@@ -95,9 +103,19 @@ async fn a_symlinked_cache_entry_is_refused_even_when_it_points_to_an_authentic_
 async fn a_cache_directory_open_to_other_users_is_closed_and_its_key_replaced() {
     let cache = tempfile::tempdir().expect("a temporary cache directory");
     cache_with_noop(cache.path()).await;
-    let mode = |path: &Path| std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777;
+    let mode = |path: &Path| {
+        std::fs::metadata(path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777
+    };
     assert_eq!(mode(cache.path()), 0o700, "the cache is private");
-    assert_eq!(mode(&cache.path().join("cache.key")), 0o600, "the key is private");
+    assert_eq!(
+        mode(&cache.path().join("cache.key")),
+        0o600,
+        "the key is private"
+    );
 
     std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o777))
         .expect("the cache is opened up");

@@ -26,7 +26,15 @@ fn enqueue_with(url: &str, extra: &[&str], env: Option<(&str, &str)>) -> Output 
     let mut command = jobhost();
     command
         .env("RUST_LOG", "trace")
-        .args(["enqueue", "tests.Creds", "{}", "--queue", "test.credentials", "--amqp", url])
+        .args([
+            "enqueue",
+            "tests.Creds",
+            "{}",
+            "--queue",
+            "test.credentials",
+            "--amqp",
+            url,
+        ])
         .args(extra);
     if let Some((name, value)) = env {
         command.env(name, value);
@@ -40,7 +48,10 @@ fn assert_hidden(output: &Output, password: &str, how: &str) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(!output.status.success(), "{how}: a wrong password fails:\n{all}");
+    assert!(
+        !output.status.success(),
+        "{how}: a wrong password fails:\n{all}"
+    );
     let encoded = url_encoded(password);
     for line in all.lines() {
         assert!(
@@ -50,7 +61,8 @@ fn assert_hidden(output: &Output, password: &str, how: &str) {
         // Nor any telling fragment of it, as a naive scanner would leave behind.
         for fragment in password
             .split(['/', '?', '#', '@', ':', ' ', '%', '&', ';', '='])
-            .filter(|f| f.len() >= 3) {
+            .filter(|f| f.len() >= 3)
+        {
             assert!(
                 !line.contains(fragment),
                 "{how}: no line shows `{fragment}` of the password `{password}`: {line}"
@@ -62,7 +74,9 @@ fn assert_hidden(output: &Output, password: &str, how: &str) {
 fn url_encoded(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -75,7 +89,11 @@ fn a_failing_connect_never_shows_the_password_in_any_log_line_or_error() {
         let raw = format!("amqp://guest:{password}@127.0.0.1:5672/%2f");
         assert_hidden(&enqueue_with(&raw, &[], None), password, "raw in the URL");
         let encoded = format!("amqp://guest:{}@127.0.0.1:5672/%2f", url_encoded(password));
-        assert_hidden(&enqueue_with(&encoded, &[], None), password, "encoded in the URL");
+        assert_hidden(
+            &enqueue_with(&encoded, &[], None),
+            password,
+            "encoded in the URL",
+        );
         std::fs::write(file.path(), format!("{password}\n")).expect("the file is written");
         let path = file.path().to_str().expect("a UTF-8 path");
         let no_password = "amqp://guest@127.0.0.1:5672/%2f";
@@ -112,8 +130,19 @@ fn the_password_can_come_from_a_file_or_the_environment_instead_of_the_url() {
         );
     }
     let purged = jobhost()
-        .args(["dead", "purge", "test.credentials", "--amqp", url, "--amqp-password-file", path])
+        .args([
+            "dead",
+            "purge",
+            "test.credentials",
+            "--amqp",
+            url,
+            "--amqp-password-file",
+            path,
+        ])
         .output()
         .expect("jobhost runs");
-    assert!(purged.status.success(), "the dead-letter queue is reachable the same way");
+    assert!(
+        purged.status.success(),
+        "the dead-letter queue is reachable the same way"
+    );
 }

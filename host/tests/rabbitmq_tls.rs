@@ -33,7 +33,9 @@ fn node() -> Option<Node> {
             std::env::var_os("CI").is_none(),
             "CI runs these tests through `.ci/tls-broker.sh`, which sets JOBHOST_TLS_URL"
         );
-        eprintln!("skipped: run `.ci/tls-broker.sh cargo test -p jobhost --features tls --test rabbitmq_tls`");
+        eprintln!(
+            "skipped: run `.ci/tls-broker.sh cargo test -p jobhost --features tls --test rabbitmq_tls`"
+        );
         return None;
     };
     let read = |variable: &str| {
@@ -59,9 +61,12 @@ async fn connect(url: &str, options: RabbitMqOptions) -> Result<RabbitMqBackend,
 #[tokio::test]
 async fn amqps_with_the_brokers_ca_file_connects() {
     let Some(node) = node() else { return };
-    let backend = connect(&node.url, RabbitMqOptions::default().trust_certificates(node.ca))
-        .await
-        .expect("a broker whose certificate the given CA signed is trusted");
+    let backend = connect(
+        &node.url,
+        RabbitMqOptions::default().trust_certificates(node.ca),
+    )
+    .await
+    .expect("a broker whose certificate the given CA signed is trusted");
     backend.close().await;
 }
 

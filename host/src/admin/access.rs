@@ -191,7 +191,12 @@ mod tests {
         ] {
             assert!(access.allows(host), "`{host}` is allowed");
         }
-        for host in ["evil.example:7878", "127.0.0.1:7879", "127.0.0.1.evil:7878", ""] {
+        for host in [
+            "evil.example:7878",
+            "127.0.0.1:7879",
+            "127.0.0.1.evil:7878",
+            "",
+        ] {
             assert!(!access.allows(host), "`{host}` is refused");
         }
     }

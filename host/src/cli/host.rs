@@ -58,7 +58,10 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         None => paths::default_cache_dir()?,
     };
     let token = AdminAccess::generate_token();
-    let token_file = paths::token_file(args.token.admin_token_file.as_deref(), &token_key(&args.admin, bound))?;
+    let token_file = paths::token_file(
+        args.token.admin_token_file.as_deref(),
+        &token_key(&args.admin, bound),
+    )?;
     paths::write_token(&token_file, &token)?;
     info!(file = %token_file.display(), "admin token written; the client commands read it from there");
     let _token_file = RemoveOnDrop(token_file);

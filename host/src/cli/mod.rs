@@ -3,8 +3,8 @@
 //! Exit codes: 0 done, 1 the operation failed, 2 usage (from clap), 3 the host or the
 //! broker cannot be reached.
 
-mod build;
 mod broker_access;
+mod build;
 mod dev;
 mod diagnose;
 mod host;

@@ -166,9 +166,7 @@ fn describe(policy: &PolicyView) -> String {
 
 /// `jobhost policy JOB_TYPE`.
 pub(super) async fn policy(args: PolicyArgs) -> anyhow::Result<()> {
-    let report = admin_client(&args.client)?
-        .policy(&args.job_type)
-        .await?;
+    let report = admin_client(&args.client)?.policy(&args.job_type).await?;
     if args.client.json {
         return print_json(&report);
     }
@@ -223,7 +221,12 @@ pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
             limit,
         } => {
             let letters = match &client.broker.amqp {
-                Some(url) => connect(url, &client).await?.list_dead(&queue, limit).await?,
+                Some(url) => {
+                    connect(url, &client)
+                        .await?
+                        .list_dead(&queue, limit)
+                        .await?
+                }
                 None => admin_client(&client)?.dead_letters(&queue, limit).await?,
             };
             if client.json {

@@ -27,15 +27,15 @@ fn default_token_file(addr: &str) -> anyhow::Result<PathBuf> {
             _ => '_',
         })
         .collect();
-    Ok(base("XDG_STATE_HOME", ".local/state", "--admin-token-file")?
-        .join(format!("admin-{name}.token")))
+    Ok(
+        base("XDG_STATE_HOME", ".local/state", "--admin-token-file")?
+            .join(format!("admin-{name}.token")),
+    )
 }
 
 fn base(variable: &str, under_home: &str, flag: &str) -> anyhow::Result<PathBuf> {
     let absolute = |value: Option<std::ffi::OsString>| {
-        value
-            .map(PathBuf::from)
-            .filter(|path| path.is_absolute())
+        value.map(PathBuf::from).filter(|path| path.is_absolute())
     };
     if let Some(dir) = absolute(std::env::var_os(variable)) {
         return Ok(dir.join("jobhost"));

@@ -144,7 +144,9 @@ impl std::fmt::Display for Miss {
         match self {
             Self::Absent => f.write_str("no entry"),
             Self::Symlink => f.write_str("the entry is a symbolic link, which is never followed"),
-            Self::Forged => f.write_str("the entry fails authentication: this host did not write it"),
+            Self::Forged => {
+                f.write_str("the entry fails authentication: this host did not write it")
+            }
             Self::Unreadable(err) => write!(f, "the entry cannot be read: {err}"),
         }
     }
@@ -163,7 +165,9 @@ pub(super) fn compile_or_fetch(
         match cache.fetch(&name) {
             Ok(artifact) => match deserialize(&engine.wasmtime, &artifact) {
                 Ok(component) => return Ok((component, false)),
-                Err(err) => tracing::warn!(entry = %name, plugin = %origin.display(), "cannot load a cached compiled plugin, compiling it again: {err:#}"),
+                Err(err) => {
+                    tracing::warn!(entry = %name, plugin = %origin.display(), "cannot load a cached compiled plugin, compiling it again: {err:#}")
+                }
             },
             Err(Miss::Absent) => {}
             Err(miss) => {

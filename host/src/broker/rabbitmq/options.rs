@@ -107,7 +107,10 @@ impl RabbitMqOptions {
     /// `tls` feature to take effect.
     pub fn client_certificate(mut self, cert_pem: Vec<u8>, key_pem: Vec<u8>) -> Self {
         // The key is PEM text; kept as a `Secret` so `Debug` never prints it.
-        self.tls.identity = Some((cert_pem, Secret(String::from_utf8_lossy(&key_pem).into_owned())));
+        self.tls.identity = Some((
+            cert_pem,
+            Secret(String::from_utf8_lossy(&key_pem).into_owned()),
+        ));
         self
     }
 }

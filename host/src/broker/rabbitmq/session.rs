@@ -15,9 +15,9 @@ use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
 
 use super::RabbitMqOptions;
+use super::codec::{declare_options, hold_queue_arguments, work_queue_arguments};
 use super::options::TlsFiles;
 use super::url::target;
-use super::codec::{declare_options, hold_queue_arguments, work_queue_arguments};
 use crate::broker::{BrokerError, HoldQueue, dead_letter_queue_name};
 
 /// Idle declaration channels kept for reuse; more are opened under load and closed
@@ -264,10 +264,13 @@ async fn confirm_channel(connection: &Connection) -> Result<Channel, lapin::Erro
 /// What an `amqps://` connection trusts and presents beyond the public roots.
 fn tls_config(files: &TlsFiles) -> OwnedTLSConfig {
     OwnedTLSConfig {
-        identity: files.identity.as_ref().map(|(cert, key)| OwnedIdentity::PKCS8 {
-            pem: cert.clone(),
-            key: key.0.clone().into_bytes(),
-        }),
+        identity: files
+            .identity
+            .as_ref()
+            .map(|(cert, key)| OwnedIdentity::PKCS8 {
+                pem: cert.clone(),
+                key: key.0.clone().into_bytes(),
+            }),
         cert_chain: files.ca.clone(),
     }
 }

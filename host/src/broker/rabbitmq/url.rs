@@ -65,7 +65,11 @@ pub(super) fn target(url: &str, options: &RabbitMqOptions) -> Result<AMQPUri, St
 /// shows that a user name or password ended it early.
 fn parse_whole(url: &str) -> Option<Url> {
     let parsed = Url::parse(url).ok()?;
-    let tail = [parsed.path(), parsed.query().unwrap_or(""), parsed.fragment().unwrap_or("")];
+    let tail = [
+        parsed.path(),
+        parsed.query().unwrap_or(""),
+        parsed.fragment().unwrap_or(""),
+    ];
     let misparsed = parsed.cannot_be_a_base() || tail.iter().any(|part| part.contains('@'));
     (!misparsed).then_some(parsed)
 }
@@ -73,7 +77,12 @@ fn parse_whole(url: &str) -> Option<Url> {
 /// A URL that does not parse, shown as its scheme alone: any other part may be a secret.
 fn concealed(url: &str) -> String {
     match url.split_once("://") {
-        Some((scheme, _)) if !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) => {
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
             format!("{scheme}://<unparsable, not shown>")
         }
         _ => "<an unparsable URL, not shown>".to_owned(),
@@ -113,10 +122,16 @@ mod tests {
             ("amqp://u:12#c@ret@host/", "ret"),
         ] {
             let shown = redact(url);
-            assert!(!shown.contains(secret) && !shown.contains("12"), "`{url}` shows as `{shown}`");
-            let refused = target(url, &RabbitMqOptions::default())
-                .expect_err("a misparsed URL is refused");
-            assert!(!refused.contains(secret), "`{url}` is refused as `{refused}`");
+            assert!(
+                !shown.contains(secret) && !shown.contains("12"),
+                "`{url}` shows as `{shown}`"
+            );
+            let refused =
+                target(url, &RabbitMqOptions::default()).expect_err("a misparsed URL is refused");
+            assert!(
+                !refused.contains(secret),
+                "`{url}` is refused as `{refused}`"
+            );
         }
     }
 
