@@ -74,8 +74,6 @@ struct PluginDirArg {
 struct HostArgs {
     #[command(flatten)]
     plugins: PluginDirArg,
-    /// The RabbitMQ broker; without one the host runs on an in-memory broker that loses
-    /// everything on exit.
     #[command(flatten)]
     broker: BrokerArgs,
     /// Jobs running at once; the engine's instance pool is sized to fit.
@@ -113,9 +111,10 @@ struct TokenFileArg {
 /// How to reach and authenticate to RabbitMQ.
 #[derive(Debug, Args)]
 struct BrokerArgs {
-    /// The RabbitMQ broker, e.g. `amqp://user@host:5672/%2f`; its password is better given
-    /// by `--amqp-password-file` or `JOBHOST_AMQP_PASSWORD` than in the URL, where other
-    /// users of the machine see it in the process list.
+    /// The RabbitMQ broker, e.g. `amqp://user@host:5672/%2f`. Without one, `run` and `dev`
+    /// use an in-memory broker that loses everything on exit; with one, `enqueue` and
+    /// `dead` talk to it directly. The password is better given by `--amqp-password-file`
+    /// or `JOBHOST_AMQP_PASSWORD` than in the URL, which other users see in process lists.
     #[arg(long, env = "AMQP_URL", value_name = "URL", hide_env_values = true)]
     amqp: Option<String>,
     /// A file whose content (one trailing newline trimmed) is the broker password; it
@@ -158,7 +157,6 @@ struct ClientArgs {
     admin: String,
     #[command(flatten)]
     token: TokenFileArg,
-    /// Talk to this RabbitMQ broker directly where the operation allows it.
     #[command(flatten)]
     broker: BrokerArgs,
     /// Print JSON instead of a table.

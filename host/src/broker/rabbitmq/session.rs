@@ -76,13 +76,22 @@ impl Session {
             .with_connection_name(options.connection_name.as_str().into());
         let uri = target(url, options)
             .map_err(|reason| io::Error::new(io::ErrorKind::InvalidInput, reason))?;
-        let connection = Connection::connect_uri_with_config(
+        let connecting = Connection::connect_uri_with_config(
             uri,
             properties,
             tls_config(&options.tls),
             lapin::runtime::default_runtime()?,
-        )
-        .await?;
+        );
+        // Bounded, because a broker that stops in the middle of the handshake can leave
+        // it waiting for a reply that never comes.
+        let connection = tokio::time::timeout(options.outage_timeout, connecting)
+            .await
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no answer within {:?}", options.outage_timeout),
+                )
+            })??;
         let mut publishers = Vec::with_capacity(options.publisher_channels);
         for _ in 0..options.publisher_channels {
             publishers.push(tokio::sync::Mutex::new(confirm_channel(&connection).await?));
