@@ -4,8 +4,9 @@
 //! # Contract
 //! - The admin listener is bound by the caller before anything loads, so a port in use
 //!   fails at once instead of after the plugins compiled.
-//! - Compiled plugins are cached in `{plugin_dir}/.jobhost-cache`, so a restart does not
-//!   recompile unchanged plugins.
+//! - Compiled plugins are cached where [`EngineConfig::cache_dir`] says (the CLI's default
+//!   is the user's cache directory, never the plugin directory, where whoever can drop a
+//!   plugin could also drop native code), so a restart does not recompile unchanged plugins.
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
 //!   period); `run` returns once all of them are done.
 
@@ -17,13 +18,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::admin::{self, AdminBackend, AdminState};
+use crate::admin::{self, AdminAccess, AdminBackend, AdminState};
 use crate::plugin::{Engine, EngineConfig, EngineError};
 use crate::reload::{self, Loader};
 use crate::worker::{Plugins, Worker, WorkerConfig};
-
-/// The directory, inside the plugin directory, that holds compiled plugins.
-pub const CACHE_DIR: &str = ".jobhost-cache";
 
 /// The file of the plugin directory that `--demo` enqueues.
 pub const DEMO_JOBS: &str = "demo-jobs.jsonl";
@@ -35,11 +33,13 @@ pub struct HostConfig {
     pub plugin_dir: PathBuf,
     /// The worker's settings.
     pub worker: WorkerConfig,
-    /// The engine's settings; `cache_dir` is replaced by `{plugin_dir}/.jobhost-cache`.
+    /// The engine's settings, its compiled-plugin cache included.
     pub engine: EngineConfig,
     /// A file of `{"job_type": ..., "payload": ...}` lines to enqueue once the plugins
     /// are loaded.
     pub demo_jobs: Option<PathBuf>,
+    /// Who may call the admin API: its token and the host names it answers to.
+    pub admin: AdminAccess,
 }
 
 /// Why a host could not start.
@@ -67,10 +67,7 @@ pub async fn run<B: AdminBackend>(
     shutdown: CancellationToken,
 ) -> Result<(), HostError> {
     let dir = config.plugin_dir.clone();
-    let engine = Engine::new(EngineConfig {
-        cache_dir: Some(dir.join(CACHE_DIR)),
-        ..config.engine
-    })?;
+    let engine = Engine::new(config.engine)?;
     let plugins = Plugins::new();
     let loader = Loader::new(engine, plugins.clone());
     // Each load ends within the engine's load deadline; shutdown need not wait for them.
@@ -100,6 +97,7 @@ pub async fn run<B: AdminBackend>(
         backend: backend.clone(),
         plugins: plugins.clone(),
         granularity: config.worker.retry_granularity,
+        access: config.admin,
     };
     let addr = admin
         .local_addr()

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{CONTENT_TYPE, HOST};
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
@@ -67,15 +67,35 @@ impl ClientError {
 }
 
 /// The admin API of the host at `addr` (`host:port`).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AdminClient {
     addr: String,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for AdminClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminClient")
+            .field("addr", &self.addr)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 impl AdminClient {
-    /// A client of the API at `addr`; nothing is contacted yet.
+    /// A client of the API at `addr`, without a token; nothing is contacted yet.
     pub fn new(addr: impl Into<String>) -> Self {
-        Self { addr: addr.into() }
+        Self {
+            addr: addr.into(),
+            token: None,
+        }
+    }
+
+    /// Send `token` as `Authorization: Bearer`, which the host requires of the requests
+    /// that change jobs (enqueue, replay, purge).
+    pub fn with_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
     }
 
     /// The address it talks to.
@@ -141,11 +161,15 @@ impl AdminClient {
             Some(body) => serde_json::to_vec(body).map_err(|e| protocol(e.to_string()))?,
             None => Vec::new(),
         };
-        let request = Request::builder()
+        let mut request = Request::builder()
             .method(method)
             .uri(path)
             .header(HOST, &self.addr)
-            .header(CONTENT_TYPE, "application/json")
+            .header(CONTENT_TYPE, "application/json");
+        if let Some(token) = &self.token {
+            request = request.header(AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| protocol(e.to_string()))?;
         let (status, bytes) = tokio::time::timeout(REQUEST_TIMEOUT, self.send(request))

@@ -1,7 +1,9 @@
 //! The local admin API: what `jobhost plugins|policy|enqueue|dead` ask a running host.
 //!
-//! The host serves it on loopback (`127.0.0.1:7878` by default) because it can enqueue
-//! and drop jobs and has no authentication: reaching it must mean being on the machine.
+//! The host serves it on loopback (`127.0.0.1:7878` by default). It answers only to
+//! requests addressed to it by a loopback name or its own address, refuses web pages of
+//! other sites, and takes mutating requests only with the bearer token the host generated
+//! at start ([`AdminAccess`]).
 //!
 //! | route | answer |
 //! |---|---|
@@ -14,24 +16,27 @@
 //! | `DELETE /dead/{queue}` | [`PurgeReport`](api::PurgeReport) |
 //!
 //! Errors are `{"error": "..."}` with 404 for an unknown job type or queue, 503 when the
-//! broker is unreachable, and 502 when it refused.
+//! broker is unreachable, 502 when it refused, 400 for a `limit` above
+//! [`MAX_DEAD_LIMIT`], and 421, 403 or 401 from [`AdminAccess`].
 //!
 //! # Table of contents
 //! - [`api`]: the JSON bodies, and the wait schedule of a policy.
 //! - [`AdminBackend`]: dead-letter operations on either backend.
 //! - [`enqueue`]: a job by type name and JSON, as the CLI and the demo send it.
-//! - [`router`], [`serve`]: the server; [`AdminClient`]: the client.
+//! - [`router`], [`serve`]: the server, behind [`AdminAccess`]; [`AdminClient`]: the client.
 
+mod access;
 pub mod api;
 mod client;
 mod dead;
 mod jobs;
 mod server;
 
+pub use access::AdminAccess;
 pub use client::{AdminClient, ClientError};
 pub use dead::AdminBackend;
 pub use jobs::enqueue;
-pub use server::{AdminState, DEFAULT_DEAD_LIMIT, router, serve};
+pub use server::{AdminState, DEFAULT_DEAD_LIMIT, MAX_DEAD_LIMIT, router, serve};
 
 /// Where the admin API listens unless told otherwise.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7878";

@@ -7,11 +7,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Json, Router, middleware};
 use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::access::{self, AdminAccess};
 use super::api::{
     DeadLetterView, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
     PurgeReport, ReplayReport,
@@ -24,6 +25,9 @@ use crate::worker::Plugins;
 
 /// How many dead letters `GET /dead/{queue}` lists unless `?limit=` says otherwise.
 pub const DEFAULT_DEAD_LIMIT: usize = 100;
+/// The most `GET /dead/{queue}?limit=` accepts, because each listed letter is read from
+/// the broker and held in memory until the answer is sent.
+pub const MAX_DEAD_LIMIT: usize = 1000;
 
 /// What the admin API serves from.
 #[derive(Debug, Clone)]
@@ -34,11 +38,15 @@ pub struct AdminState<B> {
     pub plugins: Plugins,
     /// The delay step enqueues are rounded to, the host's retry granularity.
     pub granularity: Granularity,
+    /// Who may call the API.
+    pub access: AdminAccess,
 }
 
 /// The routes: `GET /healthz`, `GET /plugins`, `GET /policy/{job_type}`, `POST /jobs`,
-/// `GET /dead/{queue}?limit=N`, `POST /dead/{queue}/replay` and `DELETE /dead/{queue}`.
+/// `GET /dead/{queue}?limit=N`, `POST /dead/{queue}/replay` and `DELETE /dead/{queue}`,
+/// each behind [`AdminAccess`]'s checks.
 pub fn router<B: AdminBackend>(state: AdminState<B>) -> Router {
+    let access = Arc::new(state.access.clone());
     Router::new()
         .route("/healthz", get(health::<B>))
         .route("/plugins", get(plugins::<B>))
@@ -47,6 +55,7 @@ pub fn router<B: AdminBackend>(state: AdminState<B>) -> Router {
         .route("/dead/{queue}", get(list_dead::<B>).delete(purge_dead::<B>))
         .route("/dead/{queue}/replay", post(replay_dead::<B>))
         .with_state(Arc::new(state))
+        .layer(middleware::from_fn_with_state(access, access::guard))
 }
 
 /// Serve `state` on `listener` until `shutdown`.
@@ -118,6 +127,12 @@ async fn list_dead<B: AdminBackend>(
     Query(limit): Query<Limit>,
 ) -> Result<Json<Vec<DeadLetterView>>, ApiError> {
     let limit = limit.limit.unwrap_or(DEFAULT_DEAD_LIMIT);
+    if limit > MAX_DEAD_LIMIT {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("`limit` is {limit}; it must be at most {MAX_DEAD_LIMIT}"),
+        ));
+    }
     Ok(Json(state.backend.list_dead(&queue, limit).await?))
 }
 
@@ -141,9 +156,15 @@ async fn purge_dead<B: AdminBackend>(
 
 /// An error answer: a status and a message saying what to do.
 #[derive(Debug)]
-struct ApiError {
-    status: StatusCode,
+pub(super) struct ApiError {
+    pub(super) status: StatusCode,
     message: String,
+}
+
+impl ApiError {
+    pub(super) fn new(status: StatusCode, message: String) -> Self {
+        Self { status, message }
+    }
 }
 
 fn no_handler(job_type: &str) -> ApiError {

@@ -32,6 +32,17 @@ pub(crate) fn diagnose(err: &anyhow::Error) -> Diagnosis {
             }
             return failed(None);
         }
+        if let Some(BrokerError::Connection(reason)) = cause.downcast_ref::<BrokerError>()
+            && reason.contains("invalid peer certificate")
+        {
+            return Diagnosis {
+                code: EXIT_UNREACHABLE,
+                hint: Some(
+                    "the broker's TLS certificate is not trusted: pass `--amqp-ca-file` with \
+                     the CA that signed it, and check that the URL's host is a name in it",
+                ),
+            };
+        }
         if let Some(BrokerError::Connection(_) | BrokerError::Closed) =
             cause.downcast_ref::<BrokerError>()
         {

@@ -1,8 +1,11 @@
 //! `jobhost run`: a host on RabbitMQ or on the in-memory broker, until Ctrl-C or SIGTERM.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use jobhost::admin::AdminAccess;
 use jobhost::app::{self, DEMO_JOBS, HostConfig};
 use jobhost::broker::{MemoryBackend, RabbitMqBackend, RabbitMqOptions};
 use jobhost::plugin::EngineConfig;
@@ -12,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::HostArgs;
+use super::{HostArgs, broker_access, paths};
 
 /// Jobs at once unless `--concurrency` says otherwise: the engine's default pool of 64
 /// instances less the one kept for loads.
@@ -49,6 +52,19 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
     let admin = TcpListener::bind(&args.admin)
         .await
         .with_context(|| format!("cannot listen on `{}` for the admin API", args.admin))?;
+    let bound = admin.local_addr().context("the admin API's address")?;
+    let cache_dir = match &args.cache_dir {
+        Some(dir) => dir.clone(),
+        None => paths::default_cache_dir()?,
+    };
+    let token = AdminAccess::generate_token();
+    let token_file = paths::token_file(
+        args.token.admin_token_file.as_deref(),
+        &token_key(&args.admin, bound),
+    )?;
+    paths::write_token(&token_file, &token)?;
+    info!(file = %token_file.display(), "admin token written; the client commands read it from there");
+    let _token_file = RemoveOnDrop(token_file);
     let config = HostConfig {
         plugin_dir: dir.clone(),
         worker: WorkerConfig {
@@ -61,13 +77,15 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         // One slot more than the concurrency, kept for loads: jobs never wait for the pool.
         engine: EngineConfig {
             max_instances: args.concurrency + 1,
+            cache_dir: Some(cache_dir),
             ..EngineConfig::default()
         },
         demo_jobs: args.demo.then(|| dir.join(DEMO_JOBS)),
+        admin: AdminAccess::new(token, &args.admin, bound),
     };
-    match &args.amqp {
+    match &args.broker.amqp {
         Some(url) => {
-            let options = RabbitMqOptions::default();
+            let options = broker_access::broker_options(&args.broker, RabbitMqOptions::default())?;
             let backend = RabbitMqBackend::connect(url, options)
                 .await
                 .context("cannot connect to RabbitMQ")?;
@@ -79,6 +97,26 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         }
     }
     Ok(())
+}
+
+/// The address the token file is named after: `--admin` as given, so a client given the
+/// same address finds it, or the bound address when the port was left to the system (`:0`),
+/// which is the one the host logs and a client is then given.
+fn token_key(configured: &str, bound: SocketAddr) -> String {
+    if configured.ends_with(":0") {
+        bound.to_string()
+    } else {
+        configured.to_owned()
+    }
+}
+
+/// Removes the token file when the host stops, best effort: a stale token opens nothing.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn warn_memory_backend() {

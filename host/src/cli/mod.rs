@@ -3,11 +3,13 @@
 //! Exit codes: 0 done, 1 the operation failed, 2 usage (from clap), 3 the host or the
 //! broker cannot be reached.
 
+mod broker_access;
 mod build;
 mod dev;
 mod diagnose;
 mod host;
 mod ops;
+mod paths;
 mod scaffold;
 mod table;
 
@@ -72,10 +74,8 @@ struct PluginDirArg {
 struct HostArgs {
     #[command(flatten)]
     plugins: PluginDirArg,
-    /// The RabbitMQ broker; without one the host runs on an in-memory broker that loses
-    /// everything on exit.
-    #[arg(long, env = "AMQP_URL", value_name = "URL", hide_env_values = true)]
-    amqp: Option<String>,
+    #[command(flatten)]
+    broker: BrokerArgs,
     /// Jobs running at once; the engine's instance pool is sized to fit.
     #[arg(long, value_name = "N", default_value_t = host::DEFAULT_CONCURRENCY,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(host::MAX_CONCURRENCY)))]
@@ -95,9 +95,49 @@ struct HostArgs {
     /// Where the admin API listens.
     #[arg(long, env = "JOBHOST_ADMIN", value_name = "ADDR", default_value = DEFAULT_ADDR)]
     admin: String,
+    #[command(flatten)]
+    token: TokenFileArg,
+    /// Where compiled plugins are cached: a directory of this user's own (created `0700`);
+    /// default `$XDG_CACHE_HOME/jobhost` or `~/.cache/jobhost`.
+    #[arg(long, env = "JOBHOST_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
     /// Enqueue `demo-jobs.jsonl` of the plugin directory once the plugins are loaded.
     #[arg(long)]
     demo: bool,
+}
+
+/// Where the admin token is.
+#[derive(Debug, Args)]
+struct TokenFileArg {
+    /// The admin API's token file: the host writes a fresh token there at start (`0600`),
+    /// the client commands read it; default `$XDG_STATE_HOME/jobhost/admin-ADDR.token` or
+    /// under `~/.local/state/jobhost`.
+    #[arg(long, env = "JOBHOST_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
+}
+
+/// How to reach and authenticate to RabbitMQ.
+#[derive(Debug, Args)]
+struct BrokerArgs {
+    /// The RabbitMQ broker, e.g. `amqp://user@host:5672/%2f`. Without one, `run` and `dev`
+    /// use an in-memory broker that loses everything on exit; with one, `enqueue` and
+    /// `dead` talk to it directly. The password is better given by `--amqp-password-file`
+    /// or `JOBHOST_AMQP_PASSWORD` than in the URL, which other users see in process lists.
+    #[arg(long, env = "AMQP_URL", value_name = "URL", hide_env_values = true)]
+    amqp: Option<String>,
+    /// A file whose content (one trailing newline trimmed) is the broker password; it
+    /// replaces the URL's.
+    #[arg(long, value_name = "FILE")]
+    amqp_password_file: Option<PathBuf>,
+    /// PEM certificates to trust for `amqps://`, in addition to the public roots.
+    #[arg(long, value_name = "FILE")]
+    amqp_ca_file: Option<PathBuf>,
+    /// A PEM client certificate (chain) for `amqps://`, with `--amqp-client-key`.
+    #[arg(long, value_name = "FILE", requires = "amqp_client_key")]
+    amqp_client_cert: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `--amqp-client-cert`.
+    #[arg(long, value_name = "FILE", requires = "amqp_client_cert")]
+    amqp_client_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -123,9 +163,10 @@ struct ClientArgs {
     /// The running host's admin API.
     #[arg(long, env = "JOBHOST_ADMIN", value_name = "ADDR", default_value = DEFAULT_ADDR)]
     admin: String,
-    /// Talk to this RabbitMQ broker directly where the operation allows it.
-    #[arg(long, env = "AMQP_URL", value_name = "URL", hide_env_values = true)]
-    amqp: Option<String>,
+    #[command(flatten)]
+    token: TokenFileArg,
+    #[command(flatten)]
+    broker: BrokerArgs,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,

@@ -18,15 +18,15 @@ use jobhost_sdk::QueueConfig;
 use serde::Serialize;
 
 use super::table::{duration, render};
-use super::{ClientArgs, DeadAction, EnqueueArgs, PolicyArgs};
+use super::{ClientArgs, DeadAction, EnqueueArgs, PolicyArgs, broker_access, paths};
 
 /// How long a client command waits out a broker outage before it fails.
 const BROKER_PATIENCE: Duration = Duration::from_secs(5);
 
 /// `jobhost enqueue JOB_TYPE JSON`.
 pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
-    let client = AdminClient::new(&args.client.admin);
-    let enqueued = match &args.client.amqp {
+    let client = admin_client(&args.client)?;
+    let enqueued = match &args.client.broker.amqp {
         None => {
             let request = EnqueueRequest {
                 job_type: args.job_type.clone(),
@@ -48,7 +48,7 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
                         .queue,
                 ),
             };
-            let broker = connect(url).await?;
+            let broker = connect(url, &args.client).await?;
             admin::enqueue(
                 &broker,
                 &queue,
@@ -77,7 +77,7 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
 
 /// `jobhost plugins`.
 pub(super) async fn plugins(args: ClientArgs) -> anyhow::Result<()> {
-    let plugins = AdminClient::new(&args.admin).plugins().await?;
+    let plugins = admin_client(&args)?.plugins().await?;
     if args.json {
         return print_json(&plugins);
     }
@@ -166,9 +166,7 @@ fn describe(policy: &PolicyView) -> String {
 
 /// `jobhost policy JOB_TYPE`.
 pub(super) async fn policy(args: PolicyArgs) -> anyhow::Result<()> {
-    let report = AdminClient::new(&args.client.admin)
-        .policy(&args.job_type)
-        .await?;
+    let report = admin_client(&args.client)?.policy(&args.job_type).await?;
     if args.client.json {
         return print_json(&report);
     }
@@ -222,13 +220,14 @@ pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
             queue,
             limit,
         } => {
-            let letters = match &client.amqp {
-                Some(url) => connect(url).await?.list_dead(&queue, limit).await?,
-                None => {
-                    AdminClient::new(&client.admin)
-                        .dead_letters(&queue, limit)
+            let letters = match &client.broker.amqp {
+                Some(url) => {
+                    connect(url, &client)
+                        .await?
+                        .list_dead(&queue, limit)
                         .await?
                 }
+                None => admin_client(&client)?.dead_letters(&queue, limit).await?,
             };
             if client.json {
                 return print_json(&letters);
@@ -236,13 +235,9 @@ pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
             print_dead_letters(&queue, &letters);
         }
         DeadAction::Replay { client, queue } => {
-            let report = match &client.amqp {
-                Some(url) => connect(url).await?.replay_dead(&queue).await?,
-                None => {
-                    AdminClient::new(&client.admin)
-                        .replay_dead_letters(&queue)
-                        .await?
-                }
+            let report = match &client.broker.amqp {
+                Some(url) => connect(url, &client).await?.replay_dead(&queue).await?,
+                None => admin_client(&client)?.replay_dead_letters(&queue).await?,
             };
             if client.json {
                 return print_json(&report);
@@ -253,13 +248,9 @@ pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
             );
         }
         DeadAction::Purge { client, queue } => {
-            let report = match &client.amqp {
-                Some(url) => connect(url).await?.purge_dead(&queue).await?,
-                None => {
-                    AdminClient::new(&client.admin)
-                        .purge_dead_letters(&queue)
-                        .await?
-                }
+            let report = match &client.broker.amqp {
+                Some(url) => connect(url, &client).await?.purge_dead(&queue).await?,
+                None => admin_client(&client)?.purge_dead_letters(&queue).await?,
             };
             if client.json {
                 return print_json(&report);
@@ -293,10 +284,21 @@ fn print_dead_letters(queue: &str, letters: &[DeadLetterView]) {
     );
 }
 
-async fn connect(url: &str) -> anyhow::Result<Arc<RabbitMqBackend>> {
+/// The running host's admin API, with its token when the token file is there.
+fn admin_client(args: &ClientArgs) -> anyhow::Result<AdminClient> {
+    let client = AdminClient::new(&args.admin);
+    let file = paths::token_file(args.token.admin_token_file.as_deref(), &args.admin)?;
+    Ok(match paths::read_token(&file)? {
+        Some(token) => client.with_token(token),
+        None => client,
+    })
+}
+
+async fn connect(url: &str, args: &ClientArgs) -> anyhow::Result<Arc<RabbitMqBackend>> {
     let options = RabbitMqOptions::default()
         .connection_name("jobhost-cli")
         .outage_timeout(BROKER_PATIENCE);
+    let options = broker_access::broker_options(&args.broker, options)?;
     let backend = RabbitMqBackend::connect(url, options)
         .await
         .context("cannot connect to RabbitMQ")?;

@@ -26,6 +26,7 @@ use wasmtime::component::Linker;
 use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::budget::HostCallBudget;
+use super::cache::ArtifactCache;
 use super::error::{EngineError, LoadError};
 use super::host_api;
 use super::load::{self, Plugin};
@@ -68,7 +69,9 @@ pub struct EngineConfig {
     /// [`HostCallBudget::default`].
     pub host_calls: HostCallBudget,
     /// Where compiled plugins are cached so a restart does not recompile them; `None`
-    /// compiles every load. Default `None`.
+    /// compiles every load. Default `None`. The directory must be this user's own: it is
+    /// created `0700`, and every entry is authenticated before it is loaded (see
+    /// [`Engine::new`]).
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -103,6 +106,8 @@ pub(super) struct EngineInner {
     pub(super) load_permit: Semaphore,
     /// Identifies the compiler settings, so cached artifacts of another engine are not read.
     pub(super) fingerprint: u64,
+    /// The compiled-artifact cache, when [`EngineConfig::cache_dir`] names one.
+    pub(super) cache: Option<ArtifactCache>,
     pub(super) compilations: AtomicU64,
 }
 
@@ -120,8 +125,10 @@ impl fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// An engine with `config`; starts the epoch ticker thread and creates the cache
-    /// directory.
+    /// An engine with `config`; starts the epoch ticker thread and opens the cache
+    /// directory: creates it `0700` with a random key (`cache.key`, `0600`) that
+    /// authenticates each entry, closes one open to other users (replacing its key), and
+    /// refuses one that belongs to another user or is a symbolic link.
     pub fn new(config: EngineConfig) -> Result<Self, EngineError> {
         check(&config)?;
         let wasmtime_error = |err: wasmtime::Error| EngineError::Wasmtime {
@@ -131,12 +138,11 @@ impl Engine {
         let mut linker = Linker::new(&wasmtime);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasmtime_error)?;
         host_api::add_to_linker(&mut linker).map_err(wasmtime_error)?;
-        if let Some(dir) = &config.cache_dir {
-            std::fs::create_dir_all(dir).map_err(|source| EngineError::CacheDir {
-                path: dir.clone(),
-                source,
-            })?;
-        }
+        let cache = config
+            .cache_dir
+            .as_deref()
+            .map(ArtifactCache::open)
+            .transpose()?;
         start_ticker(&wasmtime)?;
         let mut hasher = DefaultHasher::new();
         wasmtime.precompile_compatibility_hash().hash(&mut hasher);
@@ -147,6 +153,7 @@ impl Engine {
             job_permits: Semaphore::new(config.max_instances as usize - 1),
             load_permit: Semaphore::new(1),
             config,
+            cache,
             compilations: AtomicU64::new(0),
         };
         Ok(Self {

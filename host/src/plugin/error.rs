@@ -34,8 +34,9 @@ pub enum EngineError {
         /// The underlying failure.
         source: io::Error,
     },
-    /// The compiled-artifact cache directory could not be created.
-    #[error("cannot create the compiled-plugin cache `{}`: {source}", path.display())]
+    /// The compiled-artifact cache directory could not be created, or is not this
+    /// user's own.
+    #[error("cannot use the compiled-plugin cache `{}`: {source}", path.display())]
     CacheDir {
         /// The configured cache directory.
         path: PathBuf,

@@ -18,12 +18,19 @@ pub const STARTUP: Duration = Duration::from_secs(60);
 pub const PROCESSING: Duration = Duration::from_secs(30);
 
 /// The binary under test, with an environment that cannot point it elsewhere: no broker
-/// URL (CI exports one), no admin address, our own log filter.
+/// URL (CI exports one), no admin address, our own log filter, and the user's cache and
+/// state directories (compiled plugins, admin tokens) under the test target directory.
 pub fn jobhost() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_jobhost"));
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     command
         .env_remove("AMQP_URL")
         .env_remove("JOBHOST_ADMIN")
+        .env_remove("JOBHOST_ADMIN_TOKEN_FILE")
+        .env_remove("JOBHOST_CACHE_DIR")
+        .env_remove("JOBHOST_AMQP_PASSWORD")
+        .env("XDG_CACHE_HOME", tmp.join("xdg-cache"))
+        .env("XDG_STATE_HOME", tmp.join("xdg-state"))
         .env("RUST_LOG", "info,wasmtime=warn,cranelift=warn")
         .env("NO_COLOR", "1")
         .stdin(Stdio::null());

@@ -11,13 +11,37 @@ use rand::Rng;
 /// | [`connection_name`](Self::connection_name) | `jobhost` |
 /// | [`outage_timeout`](Self::outage_timeout) | 30 s |
 /// | [`reconnect_backoff`](Self::reconnect_backoff) | 100 ms doubling up to 5 s, jittered |
-/// | [`publisher_channels`](Self::publisher_channels) | 4 |
+/// | [`publisher_channels`](Self::publisher_channels) | 64 |
+/// | [`password`](Self::password) | the URL's |
+/// | [`trust_certificates`](Self::trust_certificates) | the public roots only |
+/// | [`client_certificate`](Self::client_certificate) | none |
 #[derive(Debug, Clone)]
 pub struct RabbitMqOptions {
     pub(super) connection_name: String,
     pub(super) outage_timeout: Duration,
     pub(super) backoff: ReconnectBackoff,
     pub(super) publisher_channels: usize,
+    pub(super) password: Option<Secret>,
+    pub(super) tls: TlsFiles,
+}
+
+/// A value that never shows in `Debug` output.
+#[derive(Clone)]
+pub(super) struct Secret(pub(super) String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// The PEM contents an `amqps://` connection uses besides the public roots.
+#[derive(Debug, Clone, Default)]
+pub(super) struct TlsFiles {
+    /// Certificates to trust.
+    pub(super) ca: Option<String>,
+    /// The client's certificate chain and its private key.
+    pub(super) identity: Option<(Vec<u8>, Secret)>,
 }
 
 impl Default for RabbitMqOptions {
@@ -26,7 +50,9 @@ impl Default for RabbitMqOptions {
             connection_name: "jobhost".to_owned(),
             outage_timeout: Duration::from_secs(30),
             backoff: ReconnectBackoff::default(),
-            publisher_channels: 4,
+            publisher_channels: 64,
+            password: None,
+            tls: TlsFiles::default(),
         }
     }
 }
@@ -54,11 +80,38 @@ impl RabbitMqOptions {
         self
     }
 
-    /// How many confirm-mode channels publishes are spread over (at least 1). Each
-    /// carries any number of outstanding confirms; more than one spreads the framing
-    /// work of concurrent publishes.
+    /// How many publishes may be in flight at once (at least 1). Each has a confirm-mode
+    /// channel to itself until its confirm arrives, so that a return is never credited to
+    /// another publish; channels are opened as needed and kept for reuse. The default
+    /// matches the worker's default concurrency, so a settling job never waits for one.
     pub fn publisher_channels(mut self, channels: usize) -> Self {
         self.publisher_channels = channels.max(1);
+        self
+    }
+
+    /// The password to log in with, replacing the URL's: so the URL, which shows in
+    /// process lists and shell histories, need not carry it.
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(Secret(password.into()));
+        self
+    }
+
+    /// PEM certificates to trust for `amqps://` besides the public roots, e.g. the CA
+    /// of a private broker. Needs the `tls` feature to take effect.
+    pub fn trust_certificates(mut self, pem: impl Into<String>) -> Self {
+        self.tls.ca = Some(pem.into());
+        self
+    }
+
+    /// A client certificate chain and its private key (both PEM) to present over
+    /// `amqps://`, for brokers that require one or log in with it (`EXTERNAL`). Needs the
+    /// `tls` feature to take effect.
+    pub fn client_certificate(mut self, cert_pem: Vec<u8>, key_pem: Vec<u8>) -> Self {
+        // The key is PEM text; kept as a `Secret` so `Debug` never prints it.
+        self.tls.identity = Some((
+            cert_pem,
+            Secret(String::from_utf8_lossy(&key_pem).into_owned()),
+        ));
         self
     }
 }

@@ -3,17 +3,21 @@
 //! session and the old one is discarded with everything opened on it.
 
 use std::collections::HashMap;
+use std::io;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use jobhost_sdk::QueueConfig;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
 use tokio::sync::Semaphore;
 
 use super::RabbitMqOptions;
 use super::codec::{declare_options, hold_queue_arguments, work_queue_arguments};
+use super::options::TlsFiles;
+use super::url::target;
 use crate::broker::{BrokerError, HoldQueue, dead_letter_queue_name};
 
 /// Idle declaration channels kept for reuse; more are opened under load and closed
@@ -75,7 +79,24 @@ impl Session {
     ) -> Result<Self, lapin::Error> {
         let properties = ConnectionProperties::default()
             .with_connection_name(options.connection_name.as_str().into());
-        let connection = Connection::connect(url, properties).await?;
+        let uri = target(url, options)
+            .map_err(|reason| io::Error::new(io::ErrorKind::InvalidInput, reason))?;
+        let connecting = Connection::connect_uri_with_config(
+            uri,
+            properties,
+            tls_config(&options.tls),
+            lapin::runtime::default_runtime()?,
+        );
+        // Bounded, because a broker that stops in the middle of the handshake can leave
+        // it waiting for a reply that never comes.
+        let connection = tokio::time::timeout(options.outage_timeout, connecting)
+            .await
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no answer within {:?}", options.outage_timeout),
+                )
+            })??;
         Ok(Self {
             generation,
             connection,
@@ -281,4 +302,18 @@ async fn confirm_channel(connection: &Connection) -> Result<Channel, lapin::Erro
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     Ok(channel)
+}
+
+/// What an `amqps://` connection trusts and presents beyond the public roots.
+fn tls_config(files: &TlsFiles) -> OwnedTLSConfig {
+    OwnedTLSConfig {
+        identity: files
+            .identity
+            .as_ref()
+            .map(|(cert, key)| OwnedIdentity::PKCS8 {
+                pem: cert.clone(),
+                key: key.0.clone().into_bytes(),
+            }),
+        cert_chain: files.ca.clone(),
+    }
 }
