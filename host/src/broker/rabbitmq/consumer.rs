@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use futures_core::Stream;
 use lapin::message::Delivery as AmqpDelivery;
-use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
-};
+use lapin::options::{BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Consumer as AmqpConsumer};
 
+use super::acks::{self, AckSender, Settle};
 use super::link::Link;
 use super::session::{Failure, Session};
 use crate::broker::{BrokerError, Consumer, Delivery};
@@ -35,8 +34,9 @@ pub struct RabbitMqConsumer {
 
 #[derive(Debug)]
 struct Subscription {
-    channel: Channel,
+    channel: Arc<Channel>,
     consumer: AmqpConsumer,
+    acks: AckSender,
 }
 
 impl RabbitMqConsumer {
@@ -98,7 +98,11 @@ async fn subscribe(
         )
         .await
         .map_err(|error| Failure::classify(queue, error))?;
-    Ok(Subscription { channel, consumer })
+    Ok(Subscription {
+        channel: Arc::new(channel),
+        consumer,
+        acks: acks::start(queue),
+    })
 }
 
 async fn next_message(consumer: &mut AmqpConsumer) -> Option<Result<AmqpDelivery, lapin::Error>> {
@@ -118,7 +122,8 @@ impl Consumer for RabbitMqConsumer {
                 Some(Ok(delivery)) => {
                     return Some(RabbitMqDelivery {
                         delivery,
-                        _channel: subscription.channel.clone(),
+                        acks: subscription.acks.clone(),
+                        _channel: Arc::clone(&subscription.channel),
                     });
                 }
                 Some(Err(error)) => {
@@ -164,11 +169,29 @@ impl Consumer for RabbitMqConsumer {
 }
 
 /// A message taken from a work queue. It keeps its channel open until settled, because
-/// the broker requeues whatever is unacked on a channel that closes.
+/// the broker requeues whatever is unacked on a channel that closes. Its settlement goes
+/// through the channel's settling task (see `acks`), which coalesces acks.
 #[derive(Debug)]
 pub struct RabbitMqDelivery {
     delivery: AmqpDelivery,
-    _channel: Channel,
+    acks: AckSender,
+    _channel: Arc<Channel>,
+}
+
+impl RabbitMqDelivery {
+    fn settle(self, settle: fn(u64, lapin::Acker) -> Settle) -> Result<(), BrokerError> {
+        let AmqpDelivery {
+            delivery_tag,
+            acker,
+            ..
+        } = self.delivery;
+        self.acks.send(settle(delivery_tag, acker)).map_err(|_| {
+            BrokerError::Connection(
+                "the delivery's channel closed before it was settled; the broker redelivers it"
+                    .to_owned(),
+            )
+        })
+    }
 }
 
 impl Delivery for RabbitMqDelivery {
@@ -181,31 +204,10 @@ impl Delivery for RabbitMqDelivery {
     }
 
     async fn ack(self) -> Result<(), BrokerError> {
-        settled(self.delivery.acker.ack(BasicAckOptions::default()).await)
+        self.settle(Settle::Ack)
     }
 
     async fn requeue(self) -> Result<(), BrokerError> {
-        settled(
-            self.delivery
-                .acker
-                .nack(BasicNackOptions {
-                    requeue: true,
-                    ..BasicNackOptions::default()
-                })
-                .await,
-        )
-    }
-}
-
-/// lapin answers `Ok(false)` for a delivery whose channel is gone: the broker has
-/// already requeued it, so the settlement did not happen and the caller must know.
-fn settled(result: Result<bool, lapin::Error>) -> Result<(), BrokerError> {
-    match result {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(BrokerError::Connection(
-            "the delivery's channel closed before it was settled; the broker redelivers it"
-                .to_owned(),
-        )),
-        Err(error) => Err(BrokerError::Connection(error.to_string())),
+        self.settle(Settle::Requeue)
     }
 }

@@ -27,6 +27,7 @@
 //!
 //! Credentials never reach logs or errors: the URL is shown with its password masked.
 
+mod acks;
 mod admin;
 mod codec;
 mod consumer;
