@@ -3,7 +3,10 @@
 
 mod cli_support;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
 
 use cli_support::{Host, PROCESSING, STARTUP, jobhost, json_of, stdout_of};
 
@@ -167,19 +170,23 @@ fn sigint_during_a_hanging_plugin_load_exits_without_waiting_for_it() {
     let staged = host.plugin_dir().join("slow.staged");
     std::fs::copy(jobhost_fixtures::wasm("slow-manifest"), &staged).expect("the fixture is staged");
     std::fs::rename(&staged, host.plugin_dir().join("slow.wasm")).expect("renamed into place");
-    // Compiled artifacts are cached before the manifest is called: two mean the hanging
-    // plugin's load has reached its manifest (or is about to).
-    let cache = host.plugin_dir().join(".jobhost-cache");
-    let artifacts = || {
-        std::fs::read_dir(&cache).map_or(0, |entries| {
+    // A plugin's compiled artifact is cached before its manifest is called: once the
+    // hanging plugin's is there, its load has reached the manifest (or is about to).
+    let wasm = std::fs::read(jobhost_fixtures::wasm("slow-manifest")).expect("the fixture reads");
+    let hash: String = Sha256::digest(&wasm)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache/jobhost");
+    let compiled = || {
+        std::fs::read_dir(&cache).is_ok_and(|entries| {
             entries
                 .filter_map(Result::ok)
-                .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "cwasm"))
-                .count()
+                .any(|entry| entry.file_name().to_string_lossy().starts_with(&hash))
         })
     };
     let deadline = Instant::now() + STARTUP;
-    while artifacts() < 2 {
+    while !compiled() {
         assert!(Instant::now() < deadline, "the hanging plugin is compiled");
         std::thread::sleep(Duration::from_millis(50));
     }

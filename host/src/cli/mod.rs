@@ -25,6 +25,10 @@ pub(crate) use diagnose::{EXIT_FAILED, diagnose};
 
 /// Log filter of commands that run a host or a build: our info, the libraries' warnings.
 const HOST_LOG: &str = "info,wasmtime=warn,cranelift=warn,lapin=warn,notify=warn";
+/// `dev`'s: also a line per completed job, because someone is watching its jobs, and the
+/// CPU a line costs does not matter there.
+const DEV_LOG: &str =
+    "info,jobhost::worker=debug,wasmtime=warn,cranelift=warn,lapin=warn,notify=warn";
 /// Log filter of the client commands, whose output is their answer.
 const CLIENT_LOG: &str = "warn";
 
@@ -236,7 +240,8 @@ fn json(text: &str) -> Result<serde_json::Value, String> {
 /// Human log lines on stderr, filtered by `--log`/`RUST_LOG` or the command's default.
 pub(crate) fn init_logging(cli: &Cli) {
     let default = match cli.command {
-        Command::Run(_) | Command::Dev(_) | Command::Build(_) | Command::New(_) => HOST_LOG,
+        Command::Dev(_) => DEV_LOG,
+        Command::Run(_) | Command::Build(_) | Command::New(_) => HOST_LOG,
         _ => CLIENT_LOG,
     };
     let filter = match cli.log.as_deref().map(EnvFilter::try_new) {

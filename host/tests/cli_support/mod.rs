@@ -31,7 +31,10 @@ pub fn jobhost() -> Command {
         .env_remove("JOBHOST_AMQP_PASSWORD")
         .env("XDG_CACHE_HOME", tmp.join("xdg-cache"))
         .env("XDG_STATE_HOME", tmp.join("xdg-state"))
-        .env("RUST_LOG", "info,wasmtime=warn,cranelift=warn")
+        .env(
+            "RUST_LOG",
+            "info,jobhost::worker=debug,wasmtime=warn,cranelift=warn",
+        )
         .env("NO_COLOR", "1")
         .stdin(Stdio::null());
     command

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::ledger::{DONE_QUEUE, WORK_QUEUE};
 use crate::support::amqp_url;
 
-/// Jobs a host runs at once, so the duplicates a kill may cause are bounded by it.
+/// Jobs a host runs at once.
 pub(crate) const CONCURRENCY: usize = 8;
 /// How long a host may take to compile its plugins (a debug cranelift) and consume.
 const STARTUP: Duration = Duration::from_secs(120);

@@ -1,6 +1,8 @@
 //! A host SIGKILLed in the middle of a batch, some of whose jobs retry through hold
 //! queues, and a new host process started on the same broker: every job completes, and
-//! only jobs in flight at the kill complete twice.
+//! only jobs unacked at the kill complete twice: those running, and those done whose ack
+//! was still on its way (acks are coalesced, see `broker/rabbitmq/acks.rs`), together
+//! never more than the work queue's prefetch.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,8 +10,12 @@ use std::sync::Arc;
 use jobhost::broker::RabbitMqBackend;
 
 use super::ledger::{self, Ledger, patience};
-use super::process::{CONCURRENCY, HostProcess};
+use super::process::HostProcess;
 use super::table::Row;
+
+/// The ledger work queue's prefetch (the SDK's default): the most deliveries the broker
+/// leaves unacked with one host, and so the most that can complete twice after a kill.
+const WORK_PREFETCH: usize = 16;
 
 /// Every tenth job fails once and every fiftieth twice, each retry waiting 1 s in a hold
 /// queue, so the kill also hits jobs between attempts.
@@ -58,9 +64,9 @@ pub(crate) async fn run(
         row.dead
     );
     assert!(
-        row.duplicated <= CONCURRENCY,
-        "only jobs in flight at the kill (at most {CONCURRENCY}) complete twice, \
-         but {} did",
+        row.duplicated <= WORK_PREFETCH,
+        "only jobs unacked at the kill (at most the prefetch, {WORK_PREFETCH}) complete \
+         twice, but {} did",
         row.duplicated
     );
     row
