@@ -73,7 +73,7 @@ fn outcome(job: Outcome, ctx: &JobContext) -> Result<(), JobError> {
     match job.kind.as_str() {
         "retryable" => Err(JobError::retryable("service is down")),
         "fatal" => Err(JobError::fatal("bad input")),
-        "deferred" => Err(JobError::deferred_msg(
+        "deferred" => Err(JobError::deferred_because(
             Duration::from_millis(1500),
             "rate limited",
         )),
