@@ -72,7 +72,10 @@ mod tests {
 
     #[test]
     fn short_printable_text_is_passed_through_without_a_copy() {
-        assert!(matches!(bounded("email.Send", 100), Cow::Borrowed("email.Send")));
+        assert!(matches!(
+            bounded("email.Send", 100),
+            Cow::Borrowed("email.Send")
+        ));
     }
 
     #[test]

@@ -155,7 +155,7 @@ fn handler_error(error: wit::JobError) -> Outcome {
     match error {
         wit::JobError::Retryable(message) => Outcome::Failed(JobError::retryable(message)),
         wit::JobError::Fatal(message) => Outcome::Failed(JobError::fatal(message)),
-        wit::JobError::Deferred(deferral) => Outcome::Failed(JobError::deferred_msg(
+        wit::JobError::Deferred(deferral) => Outcome::Failed(JobError::deferred_because(
             Duration::from_millis(deferral.delay),
             deferral.reason,
         )),
