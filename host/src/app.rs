@@ -47,12 +47,12 @@ pub struct HostConfig {
 #[non_exhaustive]
 pub enum HostError {
     /// The plugin directory cannot be read.
-    #[error("cannot read the plugin directory `{}`: {source}", path.display())]
+    #[error("cannot read the plugin directory `{}`: {cause}", path.display())]
     PluginDir {
         /// The directory.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why; in the message, so not also a `source()` that a chain would print twice.
+        cause: std::io::Error,
     },
     /// The engine refused its settings.
     #[error(transparent)]
@@ -66,7 +66,13 @@ pub async fn run<B: AdminBackend>(
     config: HostConfig,
     shutdown: CancellationToken,
 ) -> Result<(), HostError> {
-    let dir = config.plugin_dir.clone();
+    // Canonical, because the watcher reports changes by canonical path: a file loaded as
+    // `plugins/a.wasm` and changed as `/srv/plugins/a.wasm` would be two plugins claiming
+    // the same jobs.
+    let dir = std::fs::canonicalize(&config.plugin_dir).map_err(|cause| HostError::PluginDir {
+        path: config.plugin_dir.clone(),
+        cause,
+    })?;
     let engine = Engine::new(EngineConfig {
         cache_dir: Some(dir.join(CACHE_DIR)),
         ..config.engine
@@ -76,9 +82,9 @@ pub async fn run<B: AdminBackend>(
     let loaded = loader
         .load_dir(&dir)
         .await
-        .map_err(|source| HostError::PluginDir {
+        .map_err(|cause| HostError::PluginDir {
             path: dir.clone(),
-            source,
+            cause,
         })?;
     if loaded == 0 {
         warn!(dir = %dir.display(), "no plugin loaded yet: build some with `jobhost build`, or drop a *.wasm into the directory");

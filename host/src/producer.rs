@@ -21,12 +21,12 @@ use crate::policy::Granularity;
 #[non_exhaustive]
 pub enum ProduceError {
     /// The job did not serialize to JSON.
-    #[error("job `{job_type}` does not serialize to JSON: {source}")]
+    #[error("job `{job_type}` does not serialize to JSON: {cause}")]
     Serialize {
         /// The job type.
         job_type: &'static str,
-        /// serde's message.
-        source: serde_json::Error,
+        /// serde's message; in the message, so not also a `source()`.
+        cause: serde_json::Error,
     },
     /// The broker did not take the job.
     #[error(transparent)]
@@ -101,9 +101,9 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
 }
 
 fn envelope<J: Job>(job: &J) -> Result<Envelope, ProduceError> {
-    let serialize = |source| ProduceError::Serialize {
+    let serialize = |cause| ProduceError::Serialize {
         job_type: J::NAME,
-        source,
+        cause,
     };
     let payload: Box<RawValue> = serde_json::value::to_raw_value(job).map_err(serialize)?;
     Ok(Envelope::new(J::NAME, J::QUEUE.name(), payload))

@@ -52,12 +52,12 @@ pub enum Level {
 #[non_exhaustive]
 pub enum EnqueueError {
     /// The job did not serialize to JSON.
-    #[error("could not encode the payload of `{job_type}`: {source}")]
+    #[error("could not encode the payload of `{job_type}`: {cause}")]
     Encode {
         /// The job type of the follow-up.
         job_type: &'static str,
-        /// What serde_json said.
-        source: serde_json::Error,
+        /// What serde_json said; in the message, so not also a `source()`.
+        cause: serde_json::Error,
     },
     /// The host refused the job, e.g. because no plugin handles its job type.
     #[error("the host refused `{job_type}`: {reason}")]
@@ -208,9 +208,9 @@ impl JobContext {
         job: &J,
         delay: Option<Duration>,
     ) -> Result<String, EnqueueError> {
-        let payload = serde_json::to_vec(job).map_err(|source| EnqueueError::Encode {
+        let payload = serde_json::to_vec(job).map_err(|cause| EnqueueError::Encode {
             job_type: J::NAME,
-            source,
+            cause,
         })?;
         let enqueued = match &self.calls {
             Calls::Host => host::enqueue(J::NAME, &payload, delay.map(millis)),
