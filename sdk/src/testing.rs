@@ -40,8 +40,7 @@
 //! reason `fatal error: {error}`, `Retryable` asks the retry policy, `Deferred` comes back
 //! after its delay without spending an attempt.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::guest::bindings::jobhost::plugin::types;
@@ -134,18 +133,14 @@ impl TestContext {
         handler: impl FnOnce(J, &JobContext) -> Result<(), JobError>,
         job: J,
     ) -> HandlerRun {
-        let recorder = Rc::new(Recorder {
+        let recorder = Arc::new(Recorder {
             refusal: self.refusal.clone(),
             ..Recorder::default()
         });
-        let ctx = JobContext::recorded(self.delivery::<J>(), Rc::clone(&recorder));
+        let ctx = JobContext::recorded(self.delivery::<J>(), Arc::clone(&recorder));
         // As the component does before handing the outcome to the host.
         let result = handler(job, &ctx).map_err(JobError::checked);
-        HandlerRun {
-            result,
-            logs: recorder.logs.take(),
-            follow_ups: recorder.follow_ups.take(),
-        }
+        recorder.finish(result)
     }
 
     fn delivery<J: Job>(&self) -> types::JobContext {
@@ -236,17 +231,27 @@ pub struct FollowUp {
     pub delay: Option<Duration>,
 }
 
-/// The host side of a recorded [`JobContext`].
+/// The host side of a recorded [`JobContext`]. Behind a mutex rather than a `RefCell` so
+/// that a context is `Send` and `Sync` natively as it is on wasm.
 #[derive(Debug, Default)]
 pub(crate) struct Recorder {
-    logs: RefCell<Vec<LogLine>>,
-    follow_ups: RefCell<Vec<FollowUp>>,
+    logs: Mutex<Vec<LogLine>>,
+    follow_ups: Mutex<Vec<FollowUp>>,
     refusal: Option<String>,
 }
 
 impl Recorder {
+    /// What was recorded, as the run of a handler that returned `result`.
+    fn finish(&self, result: Result<(), JobError>) -> HandlerRun {
+        HandlerRun {
+            result,
+            logs: std::mem::take(&mut lock(&self.logs)),
+            follow_ups: std::mem::take(&mut lock(&self.follow_ups)),
+        }
+    }
+
     pub(crate) fn log(&self, level: Level, message: &str, fields: Vec<(String, String)>) {
-        self.logs.borrow_mut().push(LogLine {
+        lock(&self.logs).push(LogLine {
             level,
             message: message.to_owned(),
             fields,
@@ -264,7 +269,7 @@ impl Recorder {
             return Err(reason.clone());
         }
         let payload = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-        let mut follow_ups = self.follow_ups.borrow_mut();
+        let mut follow_ups = lock(&self.follow_ups);
         let job_id = format!("follow-up-{}", follow_ups.len() + 1);
         follow_ups.push(FollowUp {
             job_id: job_id.clone(),
@@ -274,6 +279,11 @@ impl Recorder {
         });
         Ok(job_id)
     }
+}
+
+/// The records behind `mutex`; a handler that panicked mid-push left them usable.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -380,6 +390,12 @@ mod tests {
             Task { delay_ms: None },
         );
         assert_eq!(run.result, Ok(()));
+    }
+
+    #[test]
+    fn a_recorded_context_is_send_and_sync_as_the_hosts_is() {
+        fn send_and_sync<T: Send + Sync>() {}
+        send_and_sync::<JobContext>();
     }
 
     #[test]

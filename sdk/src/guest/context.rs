@@ -29,7 +29,7 @@ enum Calls {
     Host,
     /// A native test's recorder.
     #[cfg(not(target_arch = "wasm32"))]
-    Recorded(std::rc::Rc<crate::testing::Recorder>),
+    Recorded(std::sync::Arc<crate::testing::Recorder>),
 }
 
 /// The severity of a log record.
@@ -94,7 +94,7 @@ impl JobContext {
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn recorded(
         inner: types::JobContext,
-        recorder: std::rc::Rc<crate::testing::Recorder>,
+        recorder: std::sync::Arc<crate::testing::Recorder>,
     ) -> Self {
         Self {
             inner,
