@@ -54,9 +54,10 @@ pub enum HostError {
         /// Why; in the message, so not also a `source()` that a chain would print twice.
         cause: std::io::Error,
     },
-    /// The engine refused its settings.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
+    /// The engine refused its settings. Its message names the cause (e.g. the io error of
+    /// the cache directory), so it is not also a `source()` that a chain would repeat.
+    #[error("{0}")]
+    Engine(EngineError),
 }
 
 /// Run a host on `backend`, serving the admin API on `admin`, until `shutdown`.
@@ -76,7 +77,8 @@ pub async fn run<B: AdminBackend>(
     let engine = Engine::new(EngineConfig {
         cache_dir: Some(dir.join(CACHE_DIR)),
         ..config.engine
-    })?;
+    })
+    .map_err(HostError::Engine)?;
     let plugins = Plugins::new();
     let loader = Loader::new(engine, plugins.clone());
     let loaded = loader

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use jobhost::app::HostError;
 use jobhost::envelope::Envelope;
+use jobhost::plugin::EngineError;
 use jobhost::producer::ProduceError;
 use jobhost::reload::ReloadError;
 use jobhost::worker::RegistryError;
@@ -29,6 +30,19 @@ fn an_unreadable_plugin_directory_names_its_cause_once() {
     assert_eq!(
         printed(err),
         "cannot read the plugin directory `plugins`: Permission denied (os error 13)"
+    );
+}
+
+#[test]
+fn a_cache_directory_that_cannot_be_created_names_its_cause_once() {
+    let err = HostError::Engine(EngineError::CacheDir {
+        path: PathBuf::from("plugins/.jobhost-cache"),
+        source: std::io::Error::from_raw_os_error(13),
+    });
+    assert_eq!(
+        printed(err),
+        "cannot create the compiled-plugin cache `plugins/.jobhost-cache`: Permission denied \
+         (os error 13)"
     );
 }
 
