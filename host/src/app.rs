@@ -47,16 +47,17 @@ pub struct HostConfig {
 #[non_exhaustive]
 pub enum HostError {
     /// The plugin directory cannot be read.
-    #[error("cannot read the plugin directory `{}`: {source}", path.display())]
+    #[error("cannot read the plugin directory `{}`: {cause}", path.display())]
     PluginDir {
         /// The directory.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why; in the message, so not also a `source()` that a chain would print twice.
+        cause: std::io::Error,
     },
-    /// The engine refused its settings.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
+    /// The engine refused its settings. Its message names the cause (e.g. the io error of
+    /// the cache directory), so it is not also a `source()` that a chain would repeat.
+    #[error("{0}")]
+    Engine(EngineError),
 }
 
 /// Run a host on `backend`, serving the admin API on `admin`, until `shutdown`.
@@ -66,8 +67,14 @@ pub async fn run<B: AdminBackend>(
     config: HostConfig,
     shutdown: CancellationToken,
 ) -> Result<(), HostError> {
-    let dir = config.plugin_dir.clone();
-    let engine = Engine::new(config.engine)?;
+    // Canonical, because the watcher reports changes by canonical path: a file loaded as
+    // `plugins/a.wasm` and changed as `/srv/plugins/a.wasm` would be two plugins claiming
+    // the same jobs.
+    let dir = std::fs::canonicalize(&config.plugin_dir).map_err(|cause| HostError::PluginDir {
+        path: config.plugin_dir.clone(),
+        cause,
+    })?;
+    let engine = Engine::new(config.engine).map_err(HostError::Engine)?;
     let plugins = Plugins::new();
     let loader = Loader::new(engine, plugins.clone());
     // Each load ends within the engine's load deadline; shutdown need not wait for them.
@@ -75,9 +82,9 @@ pub async fn run<B: AdminBackend>(
         () = shutdown.cancelled() => return Ok(()),
         loaded = loader.load_dir(&dir) => loaded,
     };
-    let loaded = loaded.map_err(|source| HostError::PluginDir {
+    let loaded = loaded.map_err(|cause| HostError::PluginDir {
         path: dir.clone(),
-        source,
+        cause,
     })?;
     if loaded == 0 {
         warn!(dir = %dir.display(), "no plugin loaded yet: build some with `jobhost build`, or drop a *.wasm into the directory");

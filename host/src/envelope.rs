@@ -50,10 +50,11 @@ impl PartialEq for Envelope {
     }
 }
 
-/// A message body that is not an envelope.
+/// A message body that is not an envelope; serde's message is in the message, so it is
+/// not also a `source()` that a printed chain would repeat.
 #[derive(Debug, thiserror::Error)]
 #[error("malformed envelope: {0}")]
-pub struct MalformedEnvelope(#[from] serde_json::Error);
+pub struct MalformedEnvelope(serde_json::Error);
 
 impl Envelope {
     /// A first attempt of a new job, enqueued now.
@@ -77,7 +78,7 @@ impl Envelope {
 
     /// Decode a message body.
     pub fn decode(body: &[u8]) -> Result<Self, MalformedEnvelope> {
-        Ok(serde_json::from_slice(body)?)
+        serde_json::from_slice(body).map_err(MalformedEnvelope)
     }
 
     /// Encode as a message body.

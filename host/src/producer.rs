@@ -21,12 +21,12 @@ use crate::policy::{Granularity, HoldDelay};
 #[non_exhaustive]
 pub enum ProduceError {
     /// The job did not serialize to JSON.
-    #[error("job `{job_type}` does not serialize to JSON: {source}")]
+    #[error("job `{job_type}` does not serialize to JSON: {cause}")]
     Serialize {
         /// The job type.
         job_type: &'static str,
-        /// serde's message.
-        source: serde_json::Error,
+        /// serde's message; in the message, so not also a `source()`.
+        cause: serde_json::Error,
     },
     /// The broker did not take the job.
     #[error(transparent)]
@@ -117,9 +117,9 @@ pub(crate) async fn publish_first_attempt<B: Backend>(
 }
 
 fn envelope<J: Job>(job: &J) -> Result<Envelope, ProduceError> {
-    let serialize = |source| ProduceError::Serialize {
+    let serialize = |cause| ProduceError::Serialize {
         job_type: J::NAME,
-        source,
+        cause,
     };
     let payload: Box<RawValue> = serde_json::value::to_raw_value(job).map_err(serialize)?;
     Ok(Envelope::new(J::NAME, J::QUEUE.name(), payload))

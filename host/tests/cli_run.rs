@@ -254,3 +254,23 @@ fn an_unreachable_broker_exits_3_without_showing_the_password() {
         "the password never reaches the output:\n{stderr}"
     );
 }
+
+#[test]
+fn a_failing_command_prints_each_cause_once() {
+    let missing = tempfile::tempdir()
+        .expect("a temp directory")
+        .path()
+        .join("nowhere");
+    let output = jobhost()
+        .args(["build", "--plugins"])
+        .arg(&missing)
+        .output()
+        .expect("jobhost runs");
+    assert_eq!(output.status.code(), Some(1), "a failed operation exits 1");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "the cause is printed once:\n{stderr}"
+    );
+}

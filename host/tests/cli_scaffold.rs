@@ -48,3 +48,32 @@ fn a_scaffolded_plugin_builds_and_loads_into_a_running_host_without_a_restart() 
         l.contains(&job_id) && l.contains("job completed")
     });
 }
+
+#[test]
+fn a_scaffolded_plugin_passes_its_own_native_tests_under_plain_cargo_test() {
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    stdout_of(
+        &jobhost()
+            .args(["new", "native-check", "--plugins"])
+            .arg(dir.path())
+            .output()
+            .expect("jobhost new runs"),
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let test = std::process::Command::new(cargo)
+        .args(["test", "--quiet", "--manifest-path"])
+        .arg(dir.path().join("native-check/Cargo.toml"))
+        .env("CARGO_TARGET_DIR", fixtures_target_dir())
+        .output()
+        .expect("cargo test runs");
+    let stdout = String::from_utf8_lossy(&test.stdout);
+    assert!(
+        test.status.success(),
+        "the scaffold's tests pass as generated; stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&test.stderr)
+    );
+    assert!(
+        stdout.contains("2 passed"),
+        "both generated tests ran:\n{stdout}"
+    );
+}

@@ -36,7 +36,7 @@ async fn handler_errors_arrive_as_the_handler_returned_them() {
         ),
         (
             br#"{"key": "d", "defer_times": 1, "defer_ms": 1500}"#,
-            JobError::deferred_msg(Duration::from_millis(1500), "deferred by script"),
+            JobError::deferred_because(Duration::from_millis(1500), "deferred by script"),
         ),
     ];
     for (payload, expected) in cases {

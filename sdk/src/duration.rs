@@ -1,4 +1,5 @@
-//! The one duration grammar of jobhost: `"500ms"`, `"30s"`, `"2 m"`, `"30"`, `"1d"`.
+//! The one duration grammar of jobhost: `"500ms"`, `"30s"`, `"2 m"`, `"30"`, `"1d"`, and
+//! [`MAX_DELAY`], the longest wait a job can be held for.
 //!
 //! Std-only on purpose: the derives compile this same file into `jobhost-macros` (with
 //! `#[path]`) to check durations at compile time, and the host reuses it for flags like
@@ -16,6 +17,17 @@ const UNITS: [(&str, u64); 5] = [
     ("h", 3_600_000),
     ("d", 86_400_000),
 ];
+
+/// The longest delay any retry wait, deferral or follow-up delay may have: 2^31 - 1 ms,
+/// about 24.8 days.
+///
+/// Because every such wait happens in a broker hold queue whose `x-message-ttl` is the
+/// delay and whose `x-expires` is twice that, and RabbitMQ caps both at 2^32 - 1 ms, no
+/// hold queue can hold a job longer. The derives refuse longer constant waits at compile
+/// time, [`JobError::deferred`](crate::JobError::deferred) turns a longer deferral into a
+/// fatal error, and a follow-up enqueued with a longer delay is refused before it reaches
+/// the host.
+pub const MAX_DELAY: Duration = Duration::from_millis((u32::MAX / 2) as u64);
 
 /// Parse a duration: an integer, optional whitespace, and an optional unit `ms`, `s`, `m`,
 /// `h` or `d`. A bare integer means seconds; whitespace around the whole is ignored.
@@ -194,6 +206,16 @@ mod tests {
         assert_eq!(
             ok(&format!("{}d", u64::MAX / 86_400_000)).as_millis() % 86_400_000,
             0
+        );
+    }
+
+    #[test]
+    fn the_longest_delay_is_half_of_rabbitmqs_largest_ttl() {
+        assert_eq!(MAX_DELAY, Duration::from_millis(2_147_483_647));
+        assert_eq!(
+            MAX_DELAY.as_millis() * 2 + 1,
+            u128::from(u32::MAX),
+            "twice the delay, the hold queue's `x-expires`, still fits RabbitMQ's limit"
         );
     }
 

@@ -1,10 +1,16 @@
-//! How a handler reports that a job did not complete.
+//! How a handler reports that a job did not complete, and [`JobResultExt`], which turns
+//! any other error into that report with `?`.
 
 use std::fmt;
 use std::time::Duration;
 
+use crate::MAX_DELAY;
+
 /// The failure a handler returns; the host turns it into a retry, a deferral or a dead
 /// letter (see the user's chapter "Retries and backoff").
+///
+/// Build it with [`JobError::retryable`], [`JobError::fatal`], [`JobError::deferred`] or
+/// [`JobError::deferred_because`], or from another error with [`JobResultExt`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JobError {
@@ -14,6 +20,9 @@ pub enum JobError {
     Fatal(String),
     /// Not a failure: run the job again after `delay`, without spending an attempt and
     /// without consulting the retry policy (a rate-limited API said when to come back).
+    ///
+    /// Build it with [`JobError::deferred`]: a `delay` above [`MAX_DELAY`] written here
+    /// by hand is turned into the same fatal error when the handler returns it.
     Deferred {
         /// How long the broker holds the job before it is delivered again.
         delay: Duration,
@@ -34,16 +43,39 @@ impl JobError {
     }
 
     /// Run the job again after `delay`, without spending an attempt.
+    ///
+    /// A `delay` above [`MAX_DELAY`] cannot be held by the broker, so it is a fatal error
+    /// instead, saying so: the job is dead-lettered with that reason rather than deferred
+    /// for less than asked or deferred again and again.
     pub fn deferred(delay: Duration) -> Self {
-        Self::deferred_msg(delay, "no reason given")
+        Self::deferred_because(delay, "no reason given")
     }
 
-    /// Run the job again after `delay`, without spending an attempt, saying why.
-    pub fn deferred_msg(delay: Duration, msg: impl Into<String>) -> Self {
-        Self::Deferred {
-            delay,
-            reason: msg.into(),
+    /// Run the job again after `delay`, without spending an attempt, saying why; fatal
+    /// above [`MAX_DELAY`], as [`JobError::deferred`].
+    pub fn deferred_because(delay: Duration, msg: impl Into<String>) -> Self {
+        let reason = msg.into();
+        if delay > MAX_DELAY {
+            return Self::Fatal(format!(
+                "the deferral of {delay:?} exceeds the longest hold of {MAX_DELAY:?} ({reason})"
+            ));
         }
+        Self::Deferred { delay, reason }
+    }
+
+    /// `self`, with a `Deferred` built by hand above [`MAX_DELAY`] made fatal as
+    /// [`JobError::deferred_because`] does: what the host receives.
+    pub(crate) fn checked(self) -> Self {
+        match self {
+            Self::Deferred { delay, reason } => Self::deferred_because(delay, reason),
+            other => other,
+        }
+    }
+
+    /// The former name of [`JobError::deferred_because`].
+    #[deprecated(since = "0.1.0", note = "use `JobError::deferred_because`")]
+    pub fn deferred_msg(delay: Duration, msg: impl Into<String>) -> Self {
+        Self::deferred_because(delay, msg)
     }
 }
 
@@ -58,6 +90,42 @@ impl fmt::Display for JobError {
 }
 
 impl std::error::Error for JobError {}
+
+/// Turns the error of any `Result` into a [`JobError`], so `?` says what a failure means:
+///
+/// ```
+/// use jobhost_sdk::prelude::*;
+///
+/// fn parse_port(text: &str) -> Result<u16, JobError> {
+///     // No retry turns bad input into good input.
+///     let port = text.parse::<u16>().fatal()?;
+///     Ok(port)
+/// }
+///
+/// assert_eq!(
+///     parse_port("http"),
+///     Err(JobError::fatal("invalid digit found in string"))
+/// );
+/// ```
+///
+/// The message is the error's `Display`.
+pub trait JobResultExt<T> {
+    /// The error as [`JobError::Retryable`]: the retry policy may try again.
+    fn retryable(self) -> Result<T, JobError>;
+
+    /// The error as [`JobError::Fatal`]: the job is dead-lettered now.
+    fn fatal(self) -> Result<T, JobError>;
+}
+
+impl<T, E: fmt::Display> JobResultExt<T> for Result<T, E> {
+    fn retryable(self) -> Result<T, JobError> {
+        self.map_err(|error| JobError::retryable(error.to_string()))
+    }
+
+    fn fatal(self) -> Result<T, JobError> {
+        self.map_err(|error| JobError::fatal(error.to_string()))
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -74,12 +142,57 @@ mod tests {
             "job failed (fatal): bad address"
         );
         assert_eq!(
-            JobError::deferred_msg(Duration::from_secs(30), "rate limited").to_string(),
+            JobError::deferred_because(Duration::from_secs(30), "rate limited").to_string(),
             "job deferred for 30s: rate limited"
         );
         assert_eq!(
             JobError::deferred(Duration::from_millis(1500)).to_string(),
             "job deferred for 1.5s: no reason given"
         );
+    }
+
+    #[test]
+    fn a_deferral_of_the_longest_hold_is_a_deferral() {
+        assert_eq!(
+            JobError::deferred(MAX_DELAY),
+            JobError::Deferred {
+                delay: MAX_DELAY,
+                reason: "no reason given".to_owned()
+            }
+        );
+    }
+
+    #[test]
+    fn a_deferral_longer_than_the_longest_hold_is_fatal_and_says_why() {
+        let too_long = MAX_DELAY + Duration::from_millis(1);
+        assert_eq!(
+            JobError::deferred_because(too_long, "rate limited"),
+            JobError::fatal(
+                "the deferral of 2147483.648s exceeds the longest hold of 2147483.647s \
+                 (rate limited)"
+            )
+        );
+        assert!(
+            matches!(JobError::deferred(Duration::MAX), JobError::Fatal(_)),
+            "no delay is too long to be refused"
+        );
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn the_former_name_of_deferred_because_still_defers() {
+        assert_eq!(
+            JobError::deferred_msg(Duration::from_secs(1), "later"),
+            JobError::deferred_because(Duration::from_secs(1), "later")
+        );
+    }
+
+    #[test]
+    fn question_mark_turns_any_error_into_the_job_error_it_is_told() {
+        let io = || -> Result<(), std::io::Error> { Err(std::io::Error::other("disk full")) };
+        assert_eq!(io().retryable(), Err(JobError::retryable("disk full")));
+        assert_eq!(io().fatal(), Err(JobError::fatal("disk full")));
+        let ok: Result<u8, String> = Ok(7);
+        assert_eq!(ok.fatal(), Ok(7), "a success passes through");
     }
 }

@@ -1,13 +1,17 @@
 //! The guest SDK of jobhost: everything a plugin author depends on.
 //!
 //! # Table of contents
+//! - [`prelude`]: the one `use` a plugin needs.
 //! - [`RetryPolicy`], [`Backoff`], [`RetryDecision`]: retry policies and their arithmetic,
 //!   shared by guests and the host.
-//! - [`JobError`]: how a handler says a job did not complete.
+//! - [`JobError`], [`JobResultExt`]: how a handler says a job did not complete, and `?`
+//!   that says it for any error.
 //! - [`Queues`], [`Job`], [`QueueConfig`] and their derives: a plugin's queues and jobs.
 //! - [`plugin!`], [`JobContext`], [`Level`], [`EnqueueError`]: export a crate as a plugin;
 //!   what a handler may ask of the host (structured logs, typed follow-up jobs).
-//! - [`parse_duration`], [`DurationError`]: the duration grammar of attributes and flags.
+//! - [`testing`] (not on wasm): run handlers natively under `cargo test`.
+//! - [`parse_duration`], [`DurationError`], [`MAX_DELAY`]: the duration grammar of
+//!   attributes and flags, and the longest wait a job can be held for.
 
 #![warn(missing_docs)]
 
@@ -15,10 +19,13 @@ mod duration;
 mod error;
 mod guest;
 mod policy;
+pub mod prelude;
 mod queue;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
 
-pub use duration::{DurationError, parse_duration};
-pub use error::JobError;
+pub use duration::{DurationError, MAX_DELAY, parse_duration};
+pub use error::{JobError, JobResultExt};
 #[doc(hidden)]
 pub use guest::__private;
 pub use guest::{EnqueueError, JobContext, Level};

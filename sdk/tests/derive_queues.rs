@@ -151,3 +151,18 @@ fn every_backoff_form_expands_to_its_policy() {
         "`retry()` is three attempts with the default exponential backoff"
     );
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+enum Patient {
+    #[queue(retry(backoff = "fixed", delay = "2147483647ms"))]
+    Longest,
+}
+
+#[test]
+fn a_wait_of_exactly_the_longest_hold_compiles_and_is_max_delay() {
+    assert_eq!(
+        Patient::Longest.config().retry.backoff,
+        Backoff::Fixed(jobhost_sdk::MAX_DELAY),
+        "the derives' limit is the SDK's `MAX_DELAY`, inclusive"
+    );
+}

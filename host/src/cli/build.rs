@@ -13,6 +13,16 @@ use tracing::{error, info, warn};
 /// The target plugins are compiled for.
 const WASM_TARGET: &str = "wasm32-wasip2";
 
+/// The release profile setting every plugin build gets: no debug info in the component.
+///
+/// Because the workspace's release profile keeps line tables for the host's backtraces
+/// (and cargo profiles cannot differ by target), a plugin would otherwise carry the
+/// DWARF of std and every dependency: about 3 MiB instead of 200 KiB, paid in every
+/// compile, cache entry and load. Panic messages keep their locations and traps their
+/// function names (the `name` section stays). The fixtures' build script
+/// (`tests/fixtures/build.rs`) sets the same, so both builds share compiled dependencies.
+const STRIP_DEBUG_INFO: (&str, &str) = ("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
+
 /// A plugin crate: a directory of the plugin directory with a `Cargo.toml`.
 #[derive(Debug, Clone)]
 pub(super) struct PluginCrate {
@@ -110,7 +120,7 @@ struct Package {
 }
 
 /// Ask cargo for the crate's name and target directory, which depend on its workspace.
-async fn describe(dir: &Path) -> anyhow::Result<PluginCrate> {
+pub(super) async fn describe(dir: &Path) -> anyhow::Result<PluginCrate> {
     let manifest = dir.join("Cargo.toml");
     let output = cargo()
         .args([
@@ -149,6 +159,9 @@ async fn describe(dir: &Path) -> anyhow::Result<PluginCrate> {
 
 /// Build `plugin` and swap its component into `dir`. Cargo's output, errors included,
 /// goes to stderr as it comes.
+///
+/// The release profile's debug info is stripped from the component (see
+/// [`STRIP_DEBUG_INFO`]), whatever the crate's own profile says.
 pub(super) async fn build(dir: &Path, plugin: &PluginCrate) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
     info!(plugin = %plugin.name, "building: cargo build --release --target {WASM_TARGET} -p {}", plugin.name);
@@ -163,6 +176,7 @@ pub(super) async fn build(dir: &Path, plugin: &PluginCrate) -> anyhow::Result<Pa
         ])
         .arg("--manifest-path")
         .arg(plugin.manifest())
+        .env(STRIP_DEBUG_INFO.0, STRIP_DEBUG_INFO.1)
         .kill_on_drop(true)
         .status()
         .await

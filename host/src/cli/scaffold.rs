@@ -140,7 +140,8 @@ serde = {{ version = "1", features = ["derive"] }}
 # A workspace of its own: `jobhost build {name}` builds it wherever it lies.
 [workspace]
 
-# Panic messages keep their locations without the debug info, which is most of the size.
+# Small components: the debug info would be nine tenths of the size. Panic messages keep
+# their locations, traps their function names.
 [profile.release]
 debug = "line-tables-only"
 strip = "debuginfo"
@@ -155,8 +156,9 @@ fn library(name: &str) -> String {
 //!
 //! Build it with `jobhost build {name}`; a running host loads it from the plugin
 //! directory. Try it with `jobhost enqueue {snake}.Greet '{{"name": "Ada"}}'`.
+//! `cargo test` runs the handler natively (see the tests below).
 
-use jobhost_sdk::{{Job, JobContext, JobError, Level, Queues}};
+use jobhost_sdk::prelude::*;
 use serde::{{Deserialize, Serialize}};
 
 /// The plugin's queues, named `{snake}.<variant in snake_case>`.
@@ -185,6 +187,32 @@ fn greet(job: Greet, ctx: &JobContext) -> Result<(), JobError> {{
 }}
 
 jobhost_sdk::plugin!(queues = {pascal}Queues, jobs = {{ Greet => greet }});
+
+#[cfg(test)]
+mod tests {{
+    use jobhost_sdk::testing::TestContext;
+
+    use super::*;
+
+    #[test]
+    fn a_name_is_greeted_in_the_log() {{
+        let run = TestContext::new().run(greet, Greet {{ name: "Ada".into() }});
+        assert_eq!(run.result, Ok(()));
+        assert_eq!(run.messages(), ["hello"]);
+        assert_eq!(run.logs[0].field("name"), Some("Ada"));
+    }}
+
+    #[test]
+    fn an_empty_name_is_fatal_on_any_attempt() {{
+        let run = TestContext::new()
+            .attempt(2)
+            .run(greet, Greet {{ name: String::new() }});
+        assert_eq!(
+            run.result,
+            Err(JobError::fatal("nobody to greet: `name` is empty"))
+        );
+    }}
+}}
 "#
     )
 }

@@ -93,7 +93,7 @@ fn handler_error(error: wit::JobError) -> Outcome {
     match error {
         wit::JobError::Retryable(message) => Outcome::Failed(JobError::retryable(bounded(message))),
         wit::JobError::Fatal(message) => Outcome::Failed(JobError::fatal(bounded(message))),
-        wit::JobError::Deferred(deferral) => Outcome::Failed(JobError::deferred_msg(
+        wit::JobError::Deferred(deferral) => Outcome::Failed(JobError::deferred_because(
             Duration::from_millis(deferral.delay),
             bounded(deferral.reason),
         )),

@@ -33,12 +33,12 @@ pub enum ReloadError {
     #[error(transparent)]
     Load(#[from] LoadError),
     /// The plugin conflicts with another loaded plugin.
-    #[error("refused `{}`: {source}", path.display())]
+    #[error("refused `{}`: {conflict}", path.display())]
     Conflict {
         /// The plugin file.
         path: PathBuf,
-        /// The conflict.
-        source: RegistryError,
+        /// The conflict; in the message, so not also a `source()`.
+        conflict: RegistryError,
     },
     /// The blocking load task failed.
     #[error("loading `{}` did not finish: {reason}", path.display())]
@@ -198,9 +198,9 @@ impl Loader {
         }
         self.plugins
             .install(unit)
-            .map_err(|source| ReloadError::Conflict {
+            .map_err(|conflict| ReloadError::Conflict {
                 path: path.to_owned(),
-                source,
+                conflict,
             })?;
         let file = path.display();
         Ok(match previous {

@@ -85,8 +85,13 @@ async fn a_retry_goes_to_the_queue_of_its_route_whatever_queue_the_envelope_name
 #[tokio::test(start_paused = true)]
 async fn a_deferral_longer_than_a_hold_queue_can_hold_is_dead_lettered_naming_the_delay() {
     let h = Harness::start(
+        // Built by hand, as a guest of another SDK could send it: the SDK's constructor
+        // would already turn it into a fatal error.
         [unit(QueueConfig::new("q"), "api", |_| {
-            Outcome::Failed(JobError::deferred(Duration::from_millis(3_000_000_000)))
+            Outcome::Failed(JobError::Deferred {
+                delay: Duration::from_millis(3_000_000_000),
+                reason: "rate limited".into(),
+            })
         })],
         WorkerConfig::default(),
     )

@@ -87,7 +87,7 @@ pub struct Host {
     lines: Lines,
     /// The admin API's address, read from the log.
     pub admin: String,
-    /// The plugin directory.
+    /// The plugin directory (of `start`), or the directory `dev` runs in.
     pub dir: TempDir,
 }
 
@@ -103,16 +103,17 @@ impl Host {
             )
             .expect("the fixture copies into the plugin directory");
         }
-        let mut child = jobhost()
-            .args([
-                "run",
-                "--admin",
-                "127.0.0.1:0",
-                "--concurrency",
-                "4",
-                "--plugins",
-            ])
-            .arg(dir.path())
+        let mut command = jobhost();
+        command.arg("run").arg("--plugins").arg(dir.path());
+        Self::spawn(command, dir, STARTUP)
+    }
+
+    /// Spawn `command` (`run` or `dev` with its arguments) with a free admin port and a
+    /// small pool, and wait at most `startup` for its admin API to listen. `dir` is kept
+    /// as long as the host runs.
+    pub fn spawn(mut command: Command, dir: TempDir, startup: Duration) -> Self {
+        let mut child = command
+            .args(["--admin", "127.0.0.1:0", "--concurrency", "4"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -126,7 +127,7 @@ impl Host {
             dir,
         };
         let listening =
-            host.wait_for_line(STARTUP, |l| l.contains("admin API listening on http://"));
+            host.wait_for_line(startup, |l| l.contains("admin API listening on http://"));
         host.admin = listening
             .split("http://")
             .nth(1)

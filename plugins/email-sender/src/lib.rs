@@ -8,7 +8,7 @@
 //!   and is sent on attempt 3;
 //! - any other address is sent on the first attempt.
 
-use jobhost_sdk::{Job, JobContext, JobError, Level, Queues};
+use jobhost_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
@@ -43,17 +43,73 @@ fn send_email(email: SendEmail, ctx: &JobContext) -> Result<(), JobError> {
         ));
         return Err(JobError::retryable("smtp server busy"));
     }
-    let size = email.body.len().to_string();
     ctx.log(
         Level::Info,
         "email sent",
         &[
             ("to", &email.to),
             ("subject", &email.subject),
-            ("bytes", &size),
+            ("bytes", &email.body.len()),
         ],
     );
     Ok(())
 }
 
 jobhost_sdk::plugin!(queues = EmailQueues, jobs = { SendEmail => send_email });
+
+#[cfg(test)]
+mod tests {
+    use jobhost_sdk::testing::TestContext;
+
+    use super::*;
+
+    fn email(to: &str) -> SendEmail {
+        SendEmail {
+            to: to.to_owned(),
+            subject: "hi".to_owned(),
+            body: "hello there".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_good_address_is_sent_on_the_first_attempt_and_logged() {
+        let run = TestContext::new().run(send_email, email("alice@example.com"));
+        assert_eq!(run.result, Ok(()));
+        assert_eq!(run.messages(), ["email sent"]);
+        assert_eq!(run.logs[0].field("to"), Some("alice@example.com"));
+        assert_eq!(run.logs[0].field("bytes"), Some("11"));
+    }
+
+    #[test]
+    fn an_address_without_an_at_sign_is_fatal() {
+        let run = TestContext::new().run(send_email, email("bob-at-example.com"));
+        assert_eq!(
+            run.result,
+            Err(JobError::fatal("invalid address `bob-at-example.com`"))
+        );
+        assert!(run.logs.is_empty(), "nothing was sent");
+    }
+
+    #[test]
+    fn a_flaky_address_is_retried_until_its_third_attempt() {
+        for attempt in 1..FLAKY_SUCCEEDS_ON {
+            let run = TestContext::new()
+                .attempt(attempt)
+                .run(send_email, email("flaky@example.com"));
+            assert_eq!(
+                run.result,
+                Err(JobError::retryable("smtp server busy")),
+                "attempt {attempt} meets a busy server"
+            );
+            assert_eq!(
+                run.logs[0].message,
+                format!("smtp server busy for `flaky@example.com` (attempt {attempt} of 4)"),
+                "the queue's policy gives 4 attempts"
+            );
+        }
+        let third = TestContext::new()
+            .attempt(FLAKY_SUCCEEDS_ON)
+            .run(send_email, email("flaky@example.com"));
+        assert_eq!(third.result, Ok(()));
+    }
+}

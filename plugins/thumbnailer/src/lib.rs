@@ -8,7 +8,7 @@
 
 mod image;
 
-use jobhost_sdk::{Job, JobContext, JobError, Level, Queues};
+use jobhost_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
@@ -74,9 +74,7 @@ fn make_thumbnail(job: MakeThumbnail, ctx: &JobContext) -> Result<(), JobError> 
         gray: thumb.pixels,
     };
     // A refused follow-up is worth another attempt: the host may accept it next time.
-    let id = ctx
-        .enqueue(&follow_up)
-        .map_err(|e| JobError::retryable(e.to_string()))?;
+    let id = ctx.enqueue(&follow_up).retryable()?;
     ctx.log(Level::Info, "publish enqueued", &[("job_id", &id)]);
     Ok(())
 }
@@ -84,7 +82,6 @@ fn make_thumbnail(job: MakeThumbnail, ctx: &JobContext) -> Result<(), JobError> 
 fn publish_thumbnail(job: PublishThumbnail, ctx: &JobContext) -> Result<(), JobError> {
     let mean = job.gray.iter().map(|&p| u64::from(p)).sum::<u64>() / job.gray.len().max(1) as u64;
     let size = format!("{}x{}", job.width, job.height);
-    let mean = mean.to_string();
     ctx.log(
         Level::Info,
         "thumbnail published",
@@ -97,3 +94,84 @@ jobhost_sdk::plugin!(queues = ImageQueues, jobs = {
     MakeThumbnail => make_thumbnail,
     PublishThumbnail => publish_thumbnail,
 });
+
+#[cfg(test)]
+mod tests {
+    use jobhost_sdk::testing::TestContext;
+
+    use super::*;
+
+    const BLACK: [u8; 3] = [0, 0, 0];
+    const WHITE: [u8; 3] = [255, 255, 255];
+
+    fn checkerboard() -> MakeThumbnail {
+        MakeThumbnail {
+            name: "board".to_owned(),
+            width: 4,
+            height: 2,
+            pixels: vec![BLACK, WHITE, BLACK, WHITE, WHITE, BLACK, WHITE, BLACK],
+            factor: 2,
+        }
+    }
+
+    #[test]
+    fn a_thumbnail_is_logged_and_published_as_a_follow_up() {
+        let run = TestContext::new().run(make_thumbnail, checkerboard());
+        assert_eq!(run.result, Ok(()));
+        let published = run.follow_ups_of::<PublishThumbnail>();
+        assert_eq!(published.len(), 1, "one publish job");
+        assert_eq!(
+            (published[0].width, published[0].height, &published[0].gray),
+            (2, 1, &vec![127, 127]),
+            "each 2x2 box of the board averages to mid-gray"
+        );
+        assert_eq!(
+            run.messages(),
+            ["thumbnail made", "|++|", "publish enqueued"],
+            "the size, the ASCII art, then the follow-up's id"
+        );
+        assert_eq!(run.logs[2].field("job_id"), Some("follow-up-1"));
+    }
+
+    #[test]
+    fn a_pixel_count_that_does_not_match_the_size_is_fatal() {
+        let job = MakeThumbnail {
+            width: 3,
+            ..checkerboard()
+        };
+        let run = TestContext::new().run(make_thumbnail, job);
+        assert_eq!(
+            run.result,
+            Err(JobError::fatal(
+                "image `board` has 8 pixels, not 3x2, or a zero factor"
+            ))
+        );
+        assert!(run.follow_ups.is_empty());
+    }
+
+    #[test]
+    fn a_refused_follow_up_is_retried() {
+        let run = TestContext::new()
+            .refuse_follow_ups("queue unavailable")
+            .run(make_thumbnail, checkerboard());
+        assert_eq!(
+            run.result,
+            Err(JobError::retryable(
+                "the host refused `thumbnail.PublishThumbnail`: queue unavailable"
+            ))
+        );
+    }
+
+    #[test]
+    fn a_published_thumbnail_is_logged_with_its_mean_luma() {
+        let job = PublishThumbnail {
+            name: "board".to_owned(),
+            width: 2,
+            height: 1,
+            gray: vec![100, 200],
+        };
+        let run = TestContext::new().run(publish_thumbnail, job);
+        assert_eq!(run.result, Ok(()));
+        assert_eq!(run.logs[0].field("mean_luma"), Some("150"));
+    }
+}

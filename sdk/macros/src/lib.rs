@@ -46,13 +46,17 @@ use syn::{DeriveInput, parse_macro_input};
 /// - `prefetch = N`: 1..=65535, default 16.
 /// - `durable = bool`: default true.
 /// - `max_priority = N`: 0..=255, default 10; 0 means no priorities.
-/// - `message_ttl = "duration"`, `timeout = "duration"`: default none.
+/// - `message_ttl = "duration"`: at most 2^32 - 1 ms (about 49.7 days, RabbitMQ's limit),
+///   default none.
+/// - `timeout = "duration"`: default none.
 /// - `retry(...)`: the queue's policy; without it, `RetryPolicy::default()` (one attempt).
 ///
 /// `retry(...)` keys: `max_attempts` (at least 1, default 3), `backoff` (`"none"`,
 /// `"fixed"` or `"exponential"`, the default); for fixed, `delay` (required); for
 /// exponential, `base` (default `"1s"`, at most `max`), `factor` (finite, above 0, default
 /// 2.0), `max` (default `"5m"`) and `jitter` (default true). `retry()` takes every default.
+/// `delay`, `base` and `max` are at most `jobhost_sdk::MAX_DELAY` (about 24.8 days), the
+/// longest a hold queue holds a job.
 ///
 /// Durations are string literals: an integer and an optional unit `ms`, `s`, `m`, `h` or
 /// `d` (`"500ms"`, `"2 m"`; a bare integer means seconds), never zero.

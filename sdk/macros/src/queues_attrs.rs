@@ -126,7 +126,7 @@ fn queue(variant: &Variant, prefix: Option<&str>, errors: &mut Errors) -> Option
             errors,
         )
     });
-    let message_ttl = args.read_or("message_ttl", None, errors, optional_duration);
+    let message_ttl = args.read_or("message_ttl", None, errors, message_ttl);
     let timeout = args.read_or("timeout", None, errors, optional_duration);
     let retry = args.read_or("retry", None, errors, |meta, errors| {
         attrs::nested(meta, errors)
@@ -157,6 +157,27 @@ fn reject_misplaced(attrs: &[Attribute], name: &str, rule: &str, errors: &mut Er
 
 fn optional_duration(meta: &syn::Meta, errors: &mut Errors) -> Option<Option<Duration>> {
     attrs::duration(meta, errors).map(Some)
+}
+
+/// The longest `x-message-ttl` RabbitMQ accepts: a 32-bit count of milliseconds.
+const MAX_MESSAGE_TTL: Duration = Duration::from_millis(u32::MAX as u64);
+
+/// `message_ttl`: a duration RabbitMQ accepts as `x-message-ttl`; a longer one would make
+/// the broker refuse to declare the queue, long after the plugin compiled and loaded.
+fn message_ttl(meta: &syn::Meta, errors: &mut Errors) -> Option<Option<Duration>> {
+    let ttl = attrs::duration(meta, errors)?;
+    if ttl > MAX_MESSAGE_TTL {
+        errors.spanned(
+            meta,
+            format!(
+                "`message_ttl` of {ttl:?} exceeds the longest message TTL RabbitMQ accepts, \
+                 {MAX_MESSAGE_TTL:?} (2^32 - 1 ms, about 49.7 days): lower it, or leave it out \
+                 for messages that never expire"
+            ),
+        );
+        return None;
+    }
+    Some(Some(ttl))
 }
 
 /// `prefix.snake_case` of the variant, or just `snake_case` without a prefix.
@@ -272,6 +293,25 @@ mod tests {
         assert_eq!(
             reports.retry.as_ref().map(|retry| retry.max_attempts),
             Some(3)
+        );
+    }
+
+    #[test]
+    fn a_message_ttl_longer_than_rabbitmq_accepts_is_refused_naming_the_limit() {
+        let errors = errors_of(parse_quote! {
+            enum Q { #[queue(message_ttl = "50d")] Slow }
+        });
+        assert_eq!(
+            errors,
+            [
+                "`message_ttl` of 4320000s exceeds the longest message TTL RabbitMQ accepts, \
+                 4294967.295s (2^32 - 1 ms, about 49.7 days): lower it, or leave it out for \
+                 messages that never expire"
+            ]
+        );
+        assert!(
+            parse(&parse_quote! { enum Q { #[queue(message_ttl = "4294967295ms")] Slow } }).is_ok(),
+            "the limit itself is accepted"
         );
     }
 

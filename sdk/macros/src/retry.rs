@@ -6,6 +6,7 @@ use std::time::Duration;
 use syn::{Meta, MetaList};
 
 use crate::attrs::{self, Args};
+use crate::duration::MAX_DELAY;
 use crate::errors::Errors;
 
 /// A checked `retry(...)`, mirroring `jobhost_sdk::RetryPolicy`; this crate cannot name the
@@ -150,7 +151,7 @@ fn foreign_keys(args: &Args, kind: Kind, kind_is_default: bool, errors: &mut Err
 
 fn fixed(args: &Args, backoff_meta: Option<&Meta>, errors: &mut Errors) -> Option<BackoffSpec> {
     if let Some(meta) = args.get("delay") {
-        return attrs::duration(meta, errors).map(BackoffSpec::Fixed);
+        return hold_delay(meta, errors).map(BackoffSpec::Fixed);
     }
     // Fixed is never the default, so `backoff` was written and is what to point at.
     errors.spanned(
@@ -162,8 +163,8 @@ fn fixed(args: &Args, backoff_meta: Option<&Meta>, errors: &mut Errors) -> Optio
 }
 
 fn exponential(args: &Args, errors: &mut Errors) -> Option<BackoffSpec> {
-    let base = args.read_or("base", DEFAULT_BASE, errors, attrs::duration);
-    let max = args.read_or("max", DEFAULT_MAX, errors, attrs::duration);
+    let base = args.read_or("base", DEFAULT_BASE, errors, hold_delay);
+    let max = args.read_or("max", DEFAULT_MAX, errors, hold_delay);
     let factor = args.read_or("factor", DEFAULT_FACTOR, errors, factor);
     let jitter = args.read_or("jitter", DEFAULT_JITTER, errors, attrs::boolean);
     let (base, max) = (base?, max?);
@@ -191,6 +192,26 @@ fn exponential(args: &Args, errors: &mut Errors) -> Option<BackoffSpec> {
         max,
         jitter: jitter?,
     })
+}
+
+/// A wait between attempts: a duration no longer than [`MAX_DELAY`], because the job
+/// waits in a broker hold queue, which cannot hold it longer (the host would refuse the
+/// plugin at load).
+fn hold_delay(meta: &Meta, errors: &mut Errors) -> Option<Duration> {
+    let delay = attrs::duration(meta, errors)?;
+    if delay > MAX_DELAY {
+        errors.spanned(
+            meta,
+            format!(
+                "`{}` of {delay:?} exceeds the longest hold of {MAX_DELAY:?} (about 24.8 days, \
+                 `jobhost_sdk::MAX_DELAY`): a retry waits in a broker hold queue, which \
+                 cannot hold a job longer",
+                attrs::key(meta)
+            ),
+        );
+        return None;
+    }
+    Some(delay)
 }
 
 fn factor(meta: &Meta, errors: &mut Errors) -> Option<f64> {
@@ -344,6 +365,33 @@ mod tests {
         assert!(
             read(parse_quote!(retry(base = "2m", max = "2m"))).is_ok(),
             "equal is fine"
+        );
+    }
+
+    #[test]
+    fn waits_longer_than_the_longest_hold_are_refused_naming_the_key_and_the_limit() {
+        for (list, key) in [
+            (
+                parse_quote!(retry(backoff = "fixed", delay = "25d")),
+                "delay",
+            ),
+            (parse_quote!(retry(max = "2147483648ms")), "max"),
+            (parse_quote!(retry(base = "30d", max = "30d")), "base"),
+        ] {
+            let errors = read(list).expect_err("no hold queue holds a job that long");
+            assert!(
+                errors[0].starts_with(&format!("`{key}` of "))
+                    && errors[0].contains("exceeds the longest hold of 2147483.647s"),
+                "{errors:?}"
+            );
+        }
+        assert!(
+            read(parse_quote!(retry(
+                backoff = "fixed",
+                delay = "2147483647ms"
+            )))
+            .is_ok(),
+            "the longest hold itself is a valid wait"
         );
     }
 

@@ -1,10 +1,11 @@
 //! [`JobContext`]: what a handler knows about its delivery and what it may ask of the host.
 
+use std::fmt::Display;
 use std::time::Duration;
 
 use super::bindings::jobhost::plugin::{host, types};
 use super::millis;
-use crate::Job;
+use crate::{Job, MAX_DELAY};
 
 /// The delivery a handler is running for, and its way back to the host: structured logs
 /// and follow-up jobs.
@@ -12,9 +13,23 @@ use crate::Job;
 /// Logs go to the host's tracing, tagged with the plugin, job type, job id and attempt.
 /// Follow-ups are published only when the handler returns `Ok`, before the delivery is
 /// acknowledged; a failed attempt publishes none of them.
+///
+/// The host builds one for each delivery; a native test builds one with
+/// [`crate::testing::TestContext`], which records the logs and follow-ups instead.
 #[derive(Debug)]
 pub struct JobContext {
     inner: types::JobContext,
+    calls: Calls,
+}
+
+/// Where the context's logs and follow-ups go.
+#[derive(Debug)]
+enum Calls {
+    /// The host's imports.
+    Host,
+    /// A native test's recorder.
+    #[cfg(not(target_arch = "wasm32"))]
+    Recorded(std::sync::Arc<crate::testing::Recorder>),
 }
 
 /// The severity of a log record.
@@ -37,12 +52,12 @@ pub enum Level {
 #[non_exhaustive]
 pub enum EnqueueError {
     /// The job did not serialize to JSON.
-    #[error("could not encode the payload of `{job_type}`: {source}")]
+    #[error("could not encode the payload of `{job_type}`: {cause}")]
     Encode {
         /// The job type of the follow-up.
         job_type: &'static str,
-        /// What serde_json said.
-        source: serde_json::Error,
+        /// What serde_json said; in the message, so not also a `source()`.
+        cause: serde_json::Error,
     },
     /// The host refused the job, e.g. because no plugin handles its job type.
     #[error("the host refused `{job_type}`: {reason}")]
@@ -52,11 +67,39 @@ pub enum EnqueueError {
         /// The host's reason.
         reason: String,
     },
+    /// The delay is longer than [`MAX_DELAY`], which no hold queue can hold; the host was
+    /// not asked.
+    #[error(
+        "the delay of {delay:?} of a follow-up `{job_type}` exceeds the longest hold of \
+         {MAX_DELAY:?}"
+    )]
+    DelayTooLong {
+        /// The job type of the follow-up.
+        job_type: &'static str,
+        /// The delay asked for.
+        delay: Duration,
+    },
 }
 
 impl JobContext {
+    /// The context of a delivery the host hands the component.
     pub(super) fn new(inner: types::JobContext) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            calls: Calls::Host,
+        }
+    }
+
+    /// A context whose logs and follow-ups go to `recorder`, for native tests.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn recorded(
+        inner: types::JobContext,
+        recorder: std::sync::Arc<crate::testing::Recorder>,
+    ) -> Self {
+        Self {
+            inner,
+            calls: Calls::Recorded(recorder),
+        }
     }
 
     /// The job's id (UUID v4), the same across every retry and deferral.
@@ -84,6 +127,12 @@ impl JobContext {
         self.inner.max_attempts
     }
 
+    /// Whether this is the last attempt of the job's retry policy: a retryable failure now
+    /// dead-letters the job instead of retrying it, so a handler may e.g. log more.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt() >= self.max_attempts()
+    }
+
     /// How many times the job has been deferred so far.
     pub fn deferrals(&self) -> u32 {
         self.inner.deferrals
@@ -99,13 +148,18 @@ impl JobContext {
         Duration::from_millis(self.inner.age)
     }
 
-    /// Logs `message` at `level` with structured `fields`.
-    pub fn log(&self, level: Level, message: &str, fields: &[(&str, &str)]) {
+    /// Logs `message` at `level` with structured `fields`, each value anything `Display`:
+    /// `ctx.log(Level::Info, "sent", &[("to", &email.to), ("bytes", &body.len())])`.
+    pub fn log(&self, level: Level, message: &str, fields: &[(&str, &dyn Display)]) {
         let fields: Vec<(String, String)> = fields
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .map(|(key, value)| ((*key).to_owned(), value.to_string()))
             .collect();
-        host::log(level.into(), message, &fields);
+        match &self.calls {
+            Calls::Host => host::log(level.into(), message, &fields),
+            #[cfg(not(target_arch = "wasm32"))]
+            Calls::Recorded(recorder) => recorder.log(level, message, fields),
+        }
     }
 
     /// Logs `message` at [`Level::Debug`].
@@ -136,16 +190,34 @@ impl JobContext {
 
     /// Enqueues `job` as a follow-up, delivered `delay` after this handler succeeds;
     /// returns the new job's id.
+    ///
+    /// A `delay` above [`MAX_DELAY`] is [`EnqueueError::DelayTooLong`] at once, without
+    /// asking the host: no hold queue can hold the job that long.
     pub fn enqueue_after<J: Job>(&self, job: &J, delay: Duration) -> Result<String, EnqueueError> {
-        self.enqueue_with(job, Some(millis(delay)))
+        if delay > MAX_DELAY {
+            return Err(EnqueueError::DelayTooLong {
+                job_type: J::NAME,
+                delay,
+            });
+        }
+        self.enqueue_with(job, Some(delay))
     }
 
-    fn enqueue_with<J: Job>(&self, job: &J, delay: Option<u64>) -> Result<String, EnqueueError> {
-        let payload = serde_json::to_vec(job).map_err(|source| EnqueueError::Encode {
+    fn enqueue_with<J: Job>(
+        &self,
+        job: &J,
+        delay: Option<Duration>,
+    ) -> Result<String, EnqueueError> {
+        let payload = serde_json::to_vec(job).map_err(|cause| EnqueueError::Encode {
             job_type: J::NAME,
-            source,
+            cause,
         })?;
-        host::enqueue(J::NAME, &payload, delay).map_err(|reason| EnqueueError::Refused {
+        let enqueued = match &self.calls {
+            Calls::Host => host::enqueue(J::NAME, &payload, delay.map(millis)),
+            #[cfg(not(target_arch = "wasm32"))]
+            Calls::Recorded(recorder) => recorder.enqueue(J::NAME, &payload, delay),
+        };
+        enqueued.map_err(|reason| EnqueueError::Refused {
             job_type: J::NAME,
             reason,
         })

@@ -49,8 +49,10 @@ pub fn run<J: Job>(
     handler(job, ctx).map_err(job_error)
 }
 
+/// `error` as the WIT carries it; a `Deferred` built by hand with a delay above
+/// [`crate::MAX_DELAY`] is fatal (see [`JobError::checked`]).
 fn job_error(error: JobError) -> types::JobError {
-    match error {
+    match error.checked() {
         JobError::Retryable(msg) => types::JobError::Retryable(msg),
         JobError::Fatal(msg) => types::JobError::Fatal(msg),
         JobError::Deferred { delay, reason } => types::JobError::Deferred(types::Deferral {

@@ -3,7 +3,7 @@
 /// Exports this crate as a jobhost plugin: its queue set and its jobs with their handlers.
 ///
 /// ```
-/// use jobhost_sdk::{Job, JobContext, JobError, Queues};
+/// use jobhost_sdk::prelude::*;
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]

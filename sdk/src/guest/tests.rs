@@ -73,7 +73,7 @@ fn outcome(job: Outcome, ctx: &JobContext) -> Result<(), JobError> {
     match job.kind.as_str() {
         "retryable" => Err(JobError::retryable("service is down")),
         "fatal" => Err(JobError::fatal("bad input")),
-        "deferred" => Err(JobError::deferred_msg(
+        "deferred" => Err(JobError::deferred_because(
             Duration::from_millis(1500),
             "rate limited",
         )),
@@ -222,4 +222,21 @@ fn the_context_reports_the_delivery() {
 fn durations_beyond_u64_milliseconds_saturate() {
     assert_eq!(millis(Duration::from_millis(1500)), 1500);
     assert_eq!(millis(Duration::MAX), u64::MAX);
+}
+
+#[test]
+fn an_enqueue_error_names_its_cause_in_its_message_and_only_there() {
+    let cause = serde_json::from_str::<u8>("x").expect_err("`x` is no number");
+    let err = crate::EnqueueError::Encode {
+        job_type: "t.Job",
+        cause,
+    };
+    assert_eq!(
+        err.to_string(),
+        "could not encode the payload of `t.Job`: expected value at line 1 column 1"
+    );
+    assert!(
+        std::error::Error::source(&err).is_none(),
+        "a printed chain would repeat the cause"
+    );
 }

@@ -167,7 +167,7 @@ fn run<J: Into<Script>>(job: J, ctx: &JobContext) -> Result<(), JobError> {
         ],
     );
     if ctx.deferrals() < script.defer_times {
-        return Err(JobError::deferred_msg(
+        return Err(JobError::deferred_because(
             Duration::from_millis(script.defer_ms),
             "deferred by script",
         ));
