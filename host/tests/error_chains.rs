@@ -36,12 +36,12 @@ fn an_unreadable_plugin_directory_names_its_cause_once() {
 #[test]
 fn a_cache_directory_that_cannot_be_created_names_its_cause_once() {
     let err = HostError::Engine(EngineError::CacheDir {
-        path: PathBuf::from("plugins/.jobhost-cache"),
+        path: PathBuf::from("/var/cache/jobhost"),
         source: std::io::Error::from_raw_os_error(13),
     });
     assert_eq!(
         printed(err),
-        "cannot create the compiled-plugin cache `plugins/.jobhost-cache`: Permission denied \
+        "cannot use the compiled-plugin cache `/var/cache/jobhost`: Permission denied \
          (os error 13)"
     );
 }

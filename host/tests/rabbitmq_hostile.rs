@@ -15,12 +15,12 @@ use jobhost::job::{JobSpec, Manifest, Outcome};
 use jobhost::testing::native_unit;
 use jobhost::worker::{Plugins, Worker, WorkerConfig};
 use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
-use lapin::BasicProperties;
-use lapin::options::{BasicPublishOptions, QueueDeleteOptions};
+use lapin::options::QueueDeleteOptions;
 use serde_json::value::RawValue;
 use support::worker::eventually;
 use support::{
-    Cleanup, PATIENCE, backend, connections_named, hold, raw_channel, ready, take, unique, within,
+    Cleanup, PATIENCE, backend, connections_named, hold, publish_plainly, raw_channel, ready,
+    take_death_reasons, unique, within,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -28,22 +28,6 @@ use tokio_util::sync::CancellationToken;
 fn envelope(job_type: &str, queue: &str, payload: &str) -> Envelope {
     let payload = RawValue::from_string(payload.to_owned()).expect("json");
     Envelope::new(job_type, queue, payload)
-}
-
-/// Publish `body` to `queue` the way any AMQP client would: no jobhost code involved.
-async fn publish_plainly(channel: &lapin::Channel, queue: &str, body: &[u8]) {
-    channel
-        .basic_publish(
-            "".into(),
-            queue.into(),
-            BasicPublishOptions::default(),
-            body,
-            BasicProperties::default(),
-        )
-        .await
-        .expect("publish")
-        .await
-        .expect("sent");
 }
 
 /// Second attempts of the job whose envelope names another queue.
@@ -135,19 +119,13 @@ async fn one_hostile_message_of_each_kind_ends_on_one_connection_while_the_jobs_
         .await
         .expect("no panic");
 
-    let mut reasons = Vec::new();
-    while let Some(letter) = take(&channel, &dead).await {
-        let headers = letter.properties.headers().clone().expect("headers");
-        let reason = match headers.inner().get("x-death-reason") {
-            Some(lapin::types::AMQPValue::LongString(reason)) => reason.to_string(),
-            other => panic!("no reason: {other:?}"),
-        };
+    let mut reasons = take_death_reasons(&channel, &name).await;
+    for reason in &reasons {
         assert!(
             reason.len() < 4096,
             "a bounded reason, not {} bytes",
             reason.len()
         );
-        reasons.push(reason);
     }
     reasons.sort();
     assert!(

@@ -14,25 +14,13 @@ use uuid::Uuid;
 
 use crate::broker::{Backend, BrokerError, DeadLetterOut, MAX_HOLD_DELAY, MemoryBackend};
 use crate::envelope::Envelope;
-use crate::job::{FollowUp, JobSpec, Manifest, Outcome};
+use crate::job::{FollowUp, Manifest, Outcome};
 use crate::policy::HoldDelay;
 use crate::testing::{Harness, native_unit};
 use crate::worker::{Plugins, Unit, Worker, WorkerConfig};
 
 fn manifest(queue: QueueConfig, jobs: &[&str]) -> Manifest {
-    Manifest {
-        name: "n".into(),
-        jobs: jobs
-            .iter()
-            .map(|job| JobSpec {
-                name: (*job).into(),
-                queue: queue.name.clone(),
-                retry: None,
-                timeout: None,
-            })
-            .collect(),
-        queues: vec![queue],
-    }
+    super::tests::manifest("n", queue, jobs)
 }
 
 fn retrying(name: &str) -> QueueConfig {

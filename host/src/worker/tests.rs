@@ -13,7 +13,7 @@ use crate::job::{Invocation, JobSpec, Manifest, Outcome};
 use crate::testing::{Harness, native_unit};
 use crate::worker::{BoxFuture, Handler, RegistryError, Unit, WorkerConfig};
 
-fn manifest(name: &str, queue: QueueConfig, jobs: &[&str]) -> Manifest {
+pub(super) fn manifest(name: &str, queue: QueueConfig, jobs: &[&str]) -> Manifest {
     let jobs = jobs
         .iter()
         .map(|job| JobSpec {

@@ -12,14 +12,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use lapin::types::AMQPValue;
-use lapin::{BasicProperties, Channel};
+use lapin::Channel;
+use lapin::options::ConfirmSelectOptions;
 
 use super::ledger::{self, Ledger, WORK_QUEUE};
 use super::process::HostProcess;
 use super::table::Row;
-use crate::support::{raw_channel, take};
+use crate::support::{publish_plainly, raw_channel, take_death_reasons};
 
 /// How long after the last settlement the host must be idle again.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -36,40 +35,12 @@ const FLOOD_QUEUE: &str = "test.hostcalls";
 const FLOODS: [&str; 4] = ["job-type", "follow-ups", "log-message", "log-calls"];
 const BIG: usize = 200_000;
 
-async fn publish(channel: &Channel, queue: &str, body: &[u8]) {
-    channel
-        .basic_publish(
-            "".into(),
-            queue.into(),
-            BasicPublishOptions::default(),
-            body,
-            BasicProperties::default().with_content_type("application/json".into()),
-        )
-        .await
-        .expect("basic.publish")
-        .await
-        .expect("the broker confirms a raw message");
-}
-
 fn envelope(job_type: &str, queue: &str, payload: &str) -> Vec<u8> {
     format!(
         r#"{{"job_id":"{}","job_type":"{job_type}","queue":"{queue}","attempt":1,"enqueued_at_ms":0,"payload":{payload}}}"#,
         uuid::Uuid::new_v4()
     )
     .into_bytes()
-}
-
-/// The dead letters of `queue` with their reasons, taken off the queue.
-async fn dead_reasons(channel: &Channel, queue: &str) -> Vec<String> {
-    let mut reasons = Vec::new();
-    while let Some(letter) = take(channel, &format!("{queue}.dead")).await {
-        let headers = letter.properties.headers().clone().unwrap_or_default();
-        match headers.inner().get("x-death-reason") {
-            Some(AMQPValue::LongString(reason)) => reasons.push(reason.to_string()),
-            other => panic!("a dead letter without a reason: {other:?}"),
-        }
-    }
-    reasons
 }
 
 /// Wait for `count` dead letters on `queue`'s dead-letter queue and take them.
@@ -81,7 +52,7 @@ async fn dead_letters_of(channel: &Channel, queue: &str, count: usize) -> Vec<St
             tokio::time::Instant::now() < deadline,
             "{count} dead letters on `{queue}.dead` never came: {reasons:?}"
         );
-        reasons.extend(dead_reasons(channel, queue).await);
+        reasons.extend(take_death_reasons(channel, queue).await);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     reasons
@@ -141,28 +112,28 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
     let ordinary = ledger::fresh_ids(jobs);
     let big_type = "x".repeat(BIG);
     let big_string = "y".repeat(BIG);
-    publish(
+    publish_plainly(
         &channel,
         WORK_QUEUE,
         &envelope(&big_type, WORK_QUEUE, r#"{"id":1}"#),
     )
     .await;
     let undecodable = format!(r#"{{"id":"{big_string}"}}"#);
-    publish(
+    publish_plainly(
         &channel,
         WORK_QUEUE,
         &envelope("ledger.Work", WORK_QUEUE, &undecodable),
     )
     .await;
     let stray_payload = format!(r#"{{"id":{stray},"fail_times":1}}"#);
-    publish(
+    publish_plainly(
         &channel,
         WORK_QUEUE,
         &envelope("ledger.Work", "no.such.queue", &stray_payload),
     )
     .await;
     let forever = r#"{"endpoint":"/v1/forever","retry_after_ms":3000000000,"deferrals_needed":1}"#;
-    publish(
+    publish_plainly(
         &channel,
         API_QUEUE,
         &envelope("api.CallApi", API_QUEUE, forever),
@@ -170,7 +141,7 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
     .await;
     for flood in FLOODS {
         let payload = format!("\"{flood}\"");
-        publish(
+        publish_plainly(
             &channel,
             FLOOD_QUEUE,
             &envelope("hostcalls.Flood", FLOOD_QUEUE, &payload),
@@ -178,7 +149,7 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
         .await;
     }
     for &id in &ordinary {
-        publish(&channel, WORK_QUEUE, &ledger::work(id, 0).encode()).await;
+        publish_plainly(&channel, WORK_QUEUE, &ledger::work(id, 0).encode()).await;
     }
 
     let mut completed = ordinary.clone();

@@ -13,9 +13,11 @@ use std::time::Duration;
 use jobhost::broker::{RabbitMqBackend, RabbitMqOptions};
 use jobhost::policy::{Granularity, HoldDelay};
 use lapin::message::Delivery;
-use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
-use lapin::types::FieldTable;
-use lapin::{Channel, Connection, ConnectionProperties};
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 /// The default when `AMQP_URL` is unset: the broker of the development container.
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
@@ -94,6 +96,36 @@ pub(crate) async fn ready(channel: &Channel, queue: &str) -> u32 {
         .await
         .unwrap_or_else(|error| panic!("queue `{queue}` should exist: {error}"))
         .message_count()
+}
+
+/// Publish `body` to `queue` as any AMQP client would (JSON content type, no jobhost code),
+/// returning once the broker has it (confirmed, on a channel in confirm mode).
+pub(crate) async fn publish_plainly(channel: &Channel, queue: &str, body: &[u8]) {
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body,
+            BasicProperties::default().with_content_type("application/json".into()),
+        )
+        .await
+        .expect("basic.publish")
+        .await
+        .expect("the broker takes a raw message");
+}
+
+/// Take every dead letter off `{queue}.dead`, returning their `x-death-reason`s.
+pub(crate) async fn take_death_reasons(channel: &Channel, queue: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    while let Some(letter) = take(channel, &format!("{queue}.dead")).await {
+        let headers = letter.properties.headers().clone().unwrap_or_default();
+        match headers.inner().get("x-death-reason") {
+            Some(AMQPValue::LongString(reason)) => reasons.push(reason.to_string()),
+            other => panic!("a dead letter without a reason: {other:?}"),
+        }
+    }
+    reasons
 }
 
 /// Take one message off `queue` without the backend, acknowledged on the spot.
