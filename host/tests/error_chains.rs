@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use jobhost::app::HostError;
 use jobhost::envelope::Envelope;
-use jobhost::plugin::EngineError;
+use jobhost::plugin::{EngineError, LoadError};
 use jobhost::producer::ProduceError;
 use jobhost::reload::ReloadError;
 use jobhost::worker::RegistryError;
@@ -37,7 +37,7 @@ fn an_unreadable_plugin_directory_names_its_cause_once() {
 fn a_cache_directory_that_cannot_be_created_names_its_cause_once() {
     let err = HostError::Engine(EngineError::CacheDir {
         path: PathBuf::from("/var/cache/jobhost"),
-        source: std::io::Error::from_raw_os_error(13),
+        cause: std::io::Error::from_raw_os_error(13),
     });
     assert_eq!(
         printed(err),
@@ -80,5 +80,17 @@ fn a_conflicting_plugin_names_the_conflict_once() {
     assert_eq!(
         printed(err),
         "refused `b.wasm`: plugin b claims job type `t.Job`, already served by plugin a"
+    );
+}
+
+#[test]
+fn an_unreadable_plugin_file_names_its_cause_once() {
+    let err = ReloadError::Load(LoadError::Read {
+        path: PathBuf::from("plugins/a.wasm"),
+        cause: std::io::Error::from_raw_os_error(13),
+    });
+    assert_eq!(
+        printed(err),
+        "cannot read plugin `plugins/a.wasm`: Permission denied (os error 13)"
     );
 }

@@ -52,9 +52,9 @@ pub(super) struct ArtifactCache {
 impl ArtifactCache {
     /// Open the cache at `dir`, creating it (`0700`) and its key as needed.
     pub(super) fn open(dir: &Path) -> Result<Self, EngineError> {
-        let refused = |source: io::Error| EngineError::CacheDir {
+        let refused = |cause: io::Error| EngineError::CacheDir {
             path: dir.to_owned(),
-            source,
+            cause,
         };
         let was_open = secure_dir(dir).map_err(refused)?;
         let key_path = dir.join(KEY_FILE);

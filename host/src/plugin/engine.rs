@@ -167,9 +167,9 @@ impl Engine {
     /// at most [`EngineConfig::load_timeout`]. Call it from `spawn_blocking` or a plain
     /// thread, never from async code (it panics inside a runtime's worker thread).
     pub fn load(&self, path: &Path) -> Result<Plugin, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+        let bytes = std::fs::read(path).map_err(|cause| LoadError::Read {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         self.load_bytes(path, &bytes)
     }
@@ -257,5 +257,5 @@ fn start_ticker(engine: &wasmtime::Engine) -> Result<(), EngineError> {
             }
         })
         .map(drop)
-        .map_err(|source| EngineError::Ticker { source })
+        .map_err(|cause| EngineError::Ticker { cause })
 }

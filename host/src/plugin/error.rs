@@ -29,19 +29,19 @@ pub enum EngineError {
         reason: String,
     },
     /// The epoch ticker thread could not be started.
-    #[error("cannot start the epoch ticker thread: {source}")]
+    #[error("cannot start the epoch ticker thread: {cause}")]
     Ticker {
         /// The underlying failure.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The compiled-artifact cache directory could not be created, or is not this
     /// user's own.
-    #[error("cannot use the compiled-plugin cache `{}`: {source}", path.display())]
+    #[error("cannot use the compiled-plugin cache `{}`: {cause}", path.display())]
     CacheDir {
         /// The configured cache directory.
         path: PathBuf,
         /// The underlying failure.
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
@@ -50,12 +50,12 @@ pub enum EngineError {
 #[non_exhaustive]
 pub enum LoadError {
     /// The file could not be read.
-    #[error("cannot read plugin `{}`: {source}", path.display())]
+    #[error("cannot read plugin `{}`: {cause}", path.display())]
     Read {
         /// The plugin file.
         path: PathBuf,
         /// The underlying failure.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The file does not start with the WebAssembly magic number.
     #[error("`{}` is not a WebAssembly file", path.display())]
@@ -131,11 +131,11 @@ pub enum LoadError {
         timeout: Duration,
     },
     /// The manifest asks for something the host cannot honour.
-    #[error("`{}` has an invalid manifest: {source}", path.display())]
+    #[error("`{}` has an invalid manifest: {cause}", path.display())]
     Manifest {
         /// The plugin file.
         path: PathBuf,
         /// The first problem found.
-        source: ManifestError,
+        cause: ManifestError,
     },
 }

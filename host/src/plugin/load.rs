@@ -127,9 +127,9 @@ pub(super) fn load(engine: &Engine, origin: &Path, bytes: &[u8]) -> Result<Plugi
         .map_err(link_error)?;
     let pre = PluginPre::new(pre).map_err(link_error)?;
     let manifest = read_manifest(engine, origin, &pre)?;
-    let manifest = manifest::from_wit(manifest).map_err(|source| LoadError::Manifest {
+    let manifest = manifest::from_wit(manifest).map_err(|cause| LoadError::Manifest {
         path: path(),
-        source,
+        cause,
     })?;
     let mut version = content_hash;
     version.truncate(VERSION_DIGITS);
