@@ -75,8 +75,10 @@ pub async fn run<B: AdminBackend>(
         cause,
     })?;
     let engine = Engine::new(config.engine).map_err(HostError::Engine)?;
+    let metrics = config.worker.metrics.clone();
+    metrics.watch_pool(&engine);
     let plugins = Plugins::new();
-    let loader = Loader::new(engine, plugins.clone());
+    let loader = Loader::new(engine, plugins.clone()).counting(metrics.clone());
     // Each load ends within the engine's load deadline; shutdown need not wait for them.
     let loaded = tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
@@ -105,6 +107,7 @@ pub async fn run<B: AdminBackend>(
         plugins: plugins.clone(),
         granularity: config.worker.retry_granularity,
         access: config.admin,
+        metrics,
     };
     let addr = admin
         .local_addr()
