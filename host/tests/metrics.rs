@@ -1,0 +1,213 @@
+//! `/metrics` counts what the worker did: a known mix of jobs moves every counter by
+//! exactly what it should, and the admin server serves the text as Prometheus text.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jobhost::admin::{self, AdminAccess, AdminState};
+use jobhost::broker::{Backend, MemoryBackend};
+use jobhost::job::{Invocation, JobSpec, Manifest, Outcome};
+use jobhost::metrics::{self, Metrics};
+use jobhost::policy::Granularity;
+use jobhost::testing::{Harness, native_unit};
+use jobhost::worker::{Plugins, WorkerConfig};
+use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+const QUEUE: &str = "metered";
+
+/// One queue retrying twice at most; `ok` completes, `flaky` fails its first attempt,
+/// `later` defers its first delivery, `bad` fails fatally and `doomed` always fails.
+fn mixed_unit() -> jobhost::worker::Unit {
+    let mut queue = QueueConfig::new(QUEUE);
+    queue.retry = RetryPolicy::fixed(2, Duration::from_secs(2));
+    let jobs = ["ok", "flaky", "later", "bad", "doomed"]
+        .into_iter()
+        .map(|name| JobSpec {
+            name: name.into(),
+            queue: QUEUE.into(),
+            retry: None,
+            timeout: None,
+        })
+        .collect();
+    let manifest = Manifest {
+        name: "mixed".into(),
+        queues: vec![queue],
+        jobs,
+    };
+    native_unit("mixed", manifest, |job: &Invocation<'_>| {
+        let failure = match (job.job_type, job.attempt, job.deferrals) {
+            ("flaky", 1, _) | ("doomed", _, _) => JobError::retryable("busy"),
+            ("later", _, 0) => JobError::deferred(Duration::from_secs(3)),
+            ("bad", _, _) => JobError::fatal("invalid"),
+            _ => return Outcome::Completed { follow_ups: vec![] },
+        };
+        Outcome::Failed(failure)
+    })
+}
+
+/// Every sample of a scrape, by its name and labels, leaving out comments.
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').expect("`series value`");
+            (series.to_owned(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// What moved between two scrapes, among the counters and histogram counts.
+fn deltas(before: &str, after: &str) -> BTreeMap<String, f64> {
+    let before = samples(before);
+    samples(after)
+        .into_iter()
+        .filter(|(series, _)| {
+            let name = series.split('{').next().unwrap_or(series);
+            name.ends_with("_total") || name.ends_with("_count")
+        })
+        .map(|(series, value)| {
+            let delta = value - before.get(&series).copied().unwrap_or(0.0);
+            (series, delta)
+        })
+        .filter(|(_, delta)| *delta != 0.0)
+        .collect()
+}
+
+fn jobs(job_type: &str, outcome: &str) -> String {
+    format!(r#"jobhost_jobs_total{{queue="{QUEUE}",job_type="{job_type}",outcome="{outcome}"}}"#)
+}
+
+fn histogram(name: &str, job_type: &str) -> String {
+    format!(r#"{name}_count{{job_type="{job_type}"}}"#)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_known_mix_of_jobs_moves_every_counter_by_exactly_its_share() {
+    let metrics = Metrics::new();
+    let config = WorkerConfig {
+        metrics: metrics.clone(),
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start([mixed_unit()], config).await;
+    // Something counted before the first scrape, so the deltas are not just the totals.
+    h.enqueue("ok", json!({})).await;
+    h.run_until_idle().await;
+    let before = metrics.encode();
+
+    let mix = [
+        ("ok", 3),
+        ("flaky", 2),
+        ("later", 2),
+        ("bad", 2),
+        ("doomed", 1),
+    ];
+    for (job_type, times) in mix {
+        for _ in 0..times {
+            h.enqueue(job_type, json!({})).await;
+        }
+    }
+    let mut stranger = h.enqueue("ok", json!({"stranger": true})).await;
+    stranger.job_type = "made.up.by.a.producer".into();
+    h.backend.publish(&stranger, None).await.expect("publish");
+    h.run_until_idle().await;
+    let after = metrics.encode();
+
+    let expected: BTreeMap<String, f64> = [
+        // The stranger's `ok` twin, enqueued first, is one more completed `ok`.
+        (jobs("ok", "completed"), 4.0),
+        (jobs("flaky", "retried"), 2.0),
+        (jobs("flaky", "completed"), 2.0),
+        (jobs("later", "deferred"), 2.0),
+        (jobs("later", "completed"), 2.0),
+        (jobs("bad", "dead_lettered"), 2.0),
+        (jobs("doomed", "retried"), 1.0),
+        (jobs("doomed", "dead_lettered"), 1.0),
+        (jobs("other", "dead_lettered"), 1.0),
+        (
+            format!(r#"jobhost_dead_letters_total{{queue="{QUEUE}",cause="fatal"}}"#),
+            2.0,
+        ),
+        (
+            format!(r#"jobhost_dead_letters_total{{queue="{QUEUE}",cause="max_attempts"}}"#),
+            1.0,
+        ),
+        (
+            format!(r#"jobhost_dead_letters_total{{queue="{QUEUE}",cause="no_handler"}}"#),
+            1.0,
+        ),
+        (histogram("jobhost_job_duration_seconds", "ok"), 4.0),
+        (histogram("jobhost_job_duration_seconds", "flaky"), 4.0),
+        (histogram("jobhost_job_duration_seconds", "later"), 4.0),
+        (histogram("jobhost_job_duration_seconds", "bad"), 2.0),
+        (histogram("jobhost_job_duration_seconds", "doomed"), 2.0),
+        (histogram("jobhost_delivery_duration_seconds", "ok"), 4.0),
+        (histogram("jobhost_delivery_duration_seconds", "flaky"), 4.0),
+        (histogram("jobhost_delivery_duration_seconds", "later"), 4.0),
+        (histogram("jobhost_delivery_duration_seconds", "bad"), 2.0),
+        (
+            histogram("jobhost_delivery_duration_seconds", "doomed"),
+            2.0,
+        ),
+        (histogram("jobhost_delivery_duration_seconds", "other"), 1.0),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        deltas(&before, &after),
+        expected,
+        "each counter moved by exactly its share of the mix, and no other moved"
+    );
+    assert_eq!(
+        samples(&after).get("jobhost_jobs_in_flight"),
+        Some(&0.0),
+        "nothing is in flight once the worker is idle"
+    );
+    assert!(
+        !after.contains("made.up.by.a.producer"),
+        "a job type no manifest declares never becomes a label"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_admin_server_serves_metrics_as_prometheus_text_without_a_token() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let bound = listener.local_addr().expect("its address");
+    let state = AdminState {
+        backend: MemoryBackend::new(),
+        plugins: Plugins::new(),
+        granularity: Granularity::default(),
+        access: AdminAccess::new("a-token-the-scraper-lacks", "127.0.0.1:0", bound),
+        metrics: Metrics::new(),
+    };
+    let stop = CancellationToken::new();
+    tokio::spawn(admin::serve(listener, state, stop.clone()));
+
+    let mut stream = TcpStream::connect(bound).await.expect("connects");
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {bound}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("sends");
+    let mut answer = String::new();
+    let read = stream.read_to_string(&mut answer);
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("an answer in time")
+        .expect("reads");
+    stop.cancel();
+
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    assert!(head.starts_with("HTTP/1.1 200"), "scraped: {head}");
+    let content_type = format!("content-type: {}", metrics::CONTENT_TYPE);
+    assert!(
+        head.lines()
+            .any(|line| line.eq_ignore_ascii_case(&content_type)),
+        "the content type is Prometheus text 0.0.4: {head}"
+    );
+    assert!(
+        body.contains("# TYPE jobhost_jobs_in_flight gauge\n"),
+        "the body is Prometheus text:\n{body}"
+    );
+}
