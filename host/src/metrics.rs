@@ -15,6 +15,7 @@
 //! | `jobhost_jobs_in_flight` | gauge | none: deliveries being run or settled now |
 //! | `jobhost_redeliveries_total` | counter | `queue`: deliveries the broker marked redelivered |
 //! | `jobhost_publish_failures_total` | counter | `queue`, `kind` (`permanent`, `transient`) |
+//! | `jobhost_broker_reconnects_total` | counter | none: new connections after a lost one (RabbitMQ) |
 //! | `jobhost_plugin_loads_total` | counter | `outcome` (`loaded`, `replaced`, `refused`) |
 //! | `jobhost_instances_in_use` | gauge | none: pool slots holding a job's or a load's instance |
 //!
@@ -65,6 +66,7 @@ struct Inner {
     redeliveries: Family<QueueLabels, Counter>,
     publish_failures: Family<PublishLabels, Counter>,
     plugin_loads: Family<LoadLabels, Counter>,
+    reconnects: Counter,
     pool: Arc<InstancePool>,
 }
 
@@ -81,6 +83,7 @@ impl Default for Inner {
             redeliveries: Family::default(),
             publish_failures: Family::default(),
             plugin_loads: Family::default(),
+            reconnects: Counter::default(),
             pool: Arc::default(),
         };
         inner.register();
@@ -130,6 +133,11 @@ impl Inner {
             "jobhost_plugin_loads",
             "Plugin files loaded, replaced or refused",
             self.plugin_loads.clone(),
+        );
+        r.register(
+            "jobhost_broker_reconnects",
+            "New broker connections after a lost one",
+            self.reconnects.clone(),
         );
         r.register_collector(Box::new(self.pool.clone()));
     }
@@ -227,6 +235,11 @@ impl Metrics {
             kind,
         };
         self.inner.publish_failures.get_or_create(&labels).inc();
+    }
+
+    /// The broker connection was lost and a new one is up.
+    pub(crate) fn reconnected(&self) {
+        self.inner.reconnects.inc();
     }
 
     /// A plugin file was loaded, replaced its previous version, or was refused.
