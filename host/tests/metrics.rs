@@ -1,7 +1,12 @@
-//! `/metrics` counts what the worker did: a known mix of jobs moves every counter by
-//! exactly what it should, and the admin server serves the text as Prometheus text.
+//! `/metrics` counts what the host did: a known mix of jobs moves every counter by exactly
+//! what it should, the admin server serves the text as Prometheus text, and `jobhost run`
+//! wires its loader and engine into it.
+
+mod cli_support;
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use jobhost::admin::{self, AdminAccess, AdminState};
@@ -13,8 +18,7 @@ use jobhost::testing::{Harness, native_unit};
 use jobhost::worker::{Plugins, WorkerConfig};
 use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 const QUEUE: &str = "metered";
@@ -173,6 +177,21 @@ async fn a_known_mix_of_jobs_moves_every_counter_by_exactly_its_share() {
     h.shutdown().await;
 }
 
+/// `GET /metrics` from the admin API at `addr`, as a scraper sends it (no token): the
+/// answer's head and body.
+fn scrape(addr: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(addr).expect("connects");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).expect("sends");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("reads in time");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    (head.to_owned(), body.to_owned())
+}
+
 #[tokio::test]
 async fn the_admin_server_serves_metrics_as_prometheus_text_without_a_token() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
@@ -186,19 +205,12 @@ async fn the_admin_server_serves_metrics_as_prometheus_text_without_a_token() {
     };
     let stop = CancellationToken::new();
     tokio::spawn(admin::serve(listener, state, stop.clone()));
-
-    let mut stream = TcpStream::connect(bound).await.expect("connects");
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: {bound}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("sends");
-    let mut answer = String::new();
-    let read = stream.read_to_string(&mut answer);
-    tokio::time::timeout(Duration::from_secs(10), read)
+    let addr = bound.to_string();
+    let (head, body) = tokio::task::spawn_blocking(move || scrape(&addr))
         .await
-        .expect("an answer in time")
-        .expect("reads");
+        .expect("the scrape does not panic");
     stop.cancel();
 
-    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
     assert!(head.starts_with("HTTP/1.1 200"), "scraped: {head}");
     let content_type = format!("content-type: {}", metrics::CONTENT_TYPE);
     assert!(
@@ -209,5 +221,22 @@ async fn the_admin_server_serves_metrics_as_prometheus_text_without_a_token() {
     assert!(
         body.contains("# TYPE jobhost_jobs_in_flight gauge\n"),
         "the body is Prometheus text:\n{body}"
+    );
+}
+
+#[test]
+fn jobhost_run_serves_the_metrics_its_loader_and_engine_count() {
+    let host = cli_support::Host::start(&["email-sender"]);
+    let (_, body) = scrape(&host.admin);
+    let scraped = samples(&body);
+    assert_eq!(
+        scraped.get(r#"jobhost_plugin_loads_total{outcome="loaded"}"#),
+        Some(&1.0),
+        "the plugin loaded at start is counted:\n{body}"
+    );
+    assert_eq!(
+        scraped.get("jobhost_instances_in_use"),
+        Some(&0.0),
+        "an idle host holds no instance:\n{body}"
     );
 }
