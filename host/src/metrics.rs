@@ -93,53 +93,25 @@ impl Default for Inner {
 
 impl Inner {
     fn register(&mut self) {
-        let r = &mut self.registry;
-        r.register(
-            "jobhost_jobs",
-            "Jobs settled, by queue, job type and outcome",
-            self.jobs.clone(),
-        );
-        r.register(
-            "jobhost_dead_letters",
-            "Messages dead-lettered, by queue and cause",
-            self.dead_letters.clone(),
-        );
-        r.register(
-            "jobhost_job_duration_seconds",
-            "How long handlers ran, by job type",
-            self.job_duration.clone(),
-        );
-        r.register(
-            "jobhost_delivery_duration_seconds",
-            "How long whole deliveries took, from pull to settlement, by job type",
-            self.delivery_duration.clone(),
-        );
-        r.register(
-            "jobhost_jobs_in_flight",
-            "Deliveries being run or settled now",
-            self.in_flight.clone(),
-        );
-        r.register(
-            "jobhost_redeliveries",
-            "Deliveries the broker marked as redelivered, by queue",
-            self.redeliveries.clone(),
-        );
-        r.register(
-            "jobhost_publish_failures",
-            "Settlement publishes that failed, by queue and kind",
-            self.publish_failures.clone(),
-        );
-        r.register(
-            "jobhost_plugin_loads",
-            "Plugin files loaded, replaced or refused",
-            self.plugin_loads.clone(),
-        );
-        r.register(
-            "jobhost_broker_reconnects",
-            "New broker connections after a lost one",
-            self.reconnects.clone(),
-        );
-        r.register_collector(Box::new(self.pool.clone()));
+        /// Register each family under its name and help text.
+        macro_rules! register {
+            ($($family:ident: $name:literal, $help:literal;)*) => {
+                $(self.registry.register($name, $help, self.$family.clone());)*
+            };
+        }
+        register! {
+            jobs: "jobhost_jobs", "Jobs settled, by queue, job type and outcome";
+            dead_letters: "jobhost_dead_letters", "Messages dead-lettered, by queue and cause";
+            job_duration: "jobhost_job_duration_seconds", "How long handlers ran, by job type";
+            delivery_duration: "jobhost_delivery_duration_seconds", "How long whole deliveries took, from pull to settlement, by job type";
+            in_flight: "jobhost_jobs_in_flight", "Deliveries being run or settled now";
+            redeliveries: "jobhost_redeliveries", "Deliveries the broker marked as redelivered, by queue";
+            publish_failures: "jobhost_publish_failures", "Settlement publishes that failed, by queue and kind";
+            plugin_loads: "jobhost_plugin_loads", "Plugin files loaded, replaced or refused";
+            reconnects: "jobhost_broker_reconnects", "New broker connections after a lost one";
+        }
+        self.registry
+            .register_collector(Box::new(self.pool.clone()));
     }
 }
 
