@@ -419,7 +419,7 @@ impl Collector for InstancePool {
         let gauge = ConstGauge::new(in_use);
         let metric = encoder.encode_descriptor(
             "jobhost_instances_in_use",
-            "Pool slots holding a job's or a load's instance",
+            "Pool slots holding a job's or a load's instance.",
             None,
             gauge.metric_type(),
         )?;
