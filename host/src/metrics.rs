@@ -21,9 +21,10 @@
 //!
 //! # Bounded labels
 //! `queue` is a queue the worker consumes, which a loaded manifest declared. `job_type` is
-//! a job type of a loaded manifest; any other (a producer may send any string) is counted
-//! as [`OTHER_JOB_TYPE`], and so is a message that is not an envelope. `cause` and the
-//! other labels are closed sets. Series of a plugin that was unloaded stay, as Prometheus
+//! a job type of a loaded manifest, from when a handler of it runs; a delivery
+//! dead-lettered before that (a job type no loaded manifest declares, which a producer may
+//! send, a message that is not an envelope, a payload too large, a poison message) counts
+//! as [`OTHER_JOB_TYPE`]. `cause` and the other labels are closed sets. Series of a plugin that was unloaded stay, as Prometheus
 //! counters must.
 
 use std::fmt;
@@ -424,6 +425,17 @@ impl Collector for InstancePool {
             gauge.metric_type(),
         )?;
         gauge.encode(metric)
+    }
+}
+
+#[cfg(test)]
+impl Metrics {
+    /// The value of `series` (`name{labels}` as scraped) in a scrape now.
+    pub(crate) fn sample(&self, series: &str) -> Option<f64> {
+        self.encode().lines().find_map(|line| {
+            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+            value.parse().ok()
+        })
     }
 }
 

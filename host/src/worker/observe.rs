@@ -1,9 +1,9 @@
 //! What one delivery reports to the [`Metrics`]: in flight while it lives, its handler's
 //! and its own duration, how it was settled and why a publish failed.
 //!
-//! The series a delivery counts under is chosen once: its queue, and the job type of the
-//! route that served it, or [`OTHER_JOB_TYPE`](crate::metrics::OTHER_JOB_TYPE) when none
-//! did, so a producer's made-up job types cannot grow the label set. Labels are shared
+//! The series a delivery counts under: its queue, and the job type of the route whose
+//! handler ran it, or [`OTHER_JOB_TYPE`](crate::metrics::OTHER_JOB_TYPE) when none did
+//! (see [`crate::metrics`]), so a producer's made-up job types cannot grow the label set. Labels are shared
 //! `Arc<str>`s, so counting allocates nothing of its own.
 
 use std::future::Future;
