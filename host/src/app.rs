@@ -7,6 +7,8 @@
 //! - Compiled plugins are cached where [`EngineConfig::cache_dir`] says (the CLI's default
 //!   is the user's cache directory, never the plugin directory, where whoever can drop a
 //!   plugin could also drop native code), so a restart does not recompile unchanged plugins.
+//! - The admin API's `GET /metrics` serves the worker's [`WorkerConfig::metrics`], which
+//!   the loader (plugin loads) and the engine (pool use) count into as well.
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
 //!   period); `run` returns once all of them are done.
 

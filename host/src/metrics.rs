@@ -50,9 +50,17 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 pub const OTHER_JOB_TYPE: &str = "other";
 
 /// The host's metric families; see the [module doc](self) for the list.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Metrics {
     inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Metrics {
+    /// Short, because the configurations that hold metrics are logged, and a registry's
+    /// every series is not what such a line should show.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
