@@ -24,8 +24,8 @@
 //! a job type of a loaded manifest, from when a handler of it runs; a delivery
 //! dead-lettered before that (a job type no loaded manifest declares, which a producer may
 //! send, a message that is not an envelope, a payload too large, a poison message) counts
-//! as [`OTHER_JOB_TYPE`]. `cause` and the other labels are closed sets. Series of a plugin that was unloaded stay, as Prometheus
-//! counters must.
+//! as [`OTHER_JOB_TYPE`]. `cause` and the other labels are closed sets. The series of a
+//! plugin that was unloaded stay, as Prometheus counters must.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -46,7 +46,8 @@ use crate::plugin::Engine;
 /// The `Content-Type` of [`Metrics::encode`]'s text: Prometheus text format 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
-/// The `job_type` label of every job type no loaded manifest declares.
+/// The `job_type` label of every job type no loaded manifest declares, and of deliveries
+/// dead-lettered before a handler ran them.
 pub const OTHER_JOB_TYPE: &str = "other";
 
 /// The host's metric families; see the [module doc](self) for the list.
@@ -150,7 +151,7 @@ impl Metrics {
         let _ = self.inner.pool.0.set(engine.clone());
     }
 
-    /// The `job_type` label of job types no loaded manifest declares.
+    /// [`OTHER_JOB_TYPE`], shared.
     pub(crate) fn other_job_type(&self) -> &Arc<str> {
         &self.inner.other
     }
@@ -178,8 +179,7 @@ impl Metrics {
         histogram.observe(elapsed.as_secs_f64());
     }
 
-    /// A delivery of `job_type` from `queue` was settled as `outcome` after `elapsed`; a
-    /// dead letter's cause is read from its `reason`.
+    /// A delivery of `job` was settled as `outcome`, `elapsed` after it was pulled.
     pub(crate) fn settled(&self, job: &JobSeries, outcome: JobOutcome, elapsed: Duration) {
         let labels = JobLabels {
             queue: job.queue.clone(),
@@ -188,7 +188,7 @@ impl Metrics {
         };
         self.inner.jobs.get_or_create(&labels).inc();
         let labels = JobTypeLabels {
-            job_type: job.job_type.clone(),
+            job_type: labels.job_type,
         };
         let histogram = self.inner.delivery_duration.get_or_create(&labels);
         histogram.observe(elapsed.as_secs_f64());

@@ -1,6 +1,6 @@
 //! `/metrics` counts what the host did: a known mix of jobs moves every counter by exactly
-//! what it should, and `jobhost run` serves the text as Prometheus text, its loader's and
-//! its engine's metrics included.
+//! what it should, each plugin load is counted by its outcome, and `jobhost run` serves
+//! the text as Prometheus text, its loader's and its engine's metrics included.
 
 mod cli_support;
 
@@ -12,8 +12,10 @@ use std::time::Duration;
 use jobhost::broker::Backend;
 use jobhost::job::{Invocation, JobSpec, Manifest, Outcome};
 use jobhost::metrics::{self, Metrics};
+use jobhost::plugin::{Engine, EngineConfig};
+use jobhost::reload::Loader;
 use jobhost::testing::{Harness, native_unit};
-use jobhost::worker::WorkerConfig;
+use jobhost::worker::{Plugins, WorkerConfig};
 use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
 use serde_json::json;
 
@@ -198,4 +200,25 @@ fn jobhost_run_serves_its_metrics_as_prometheus_text_to_a_scraper_without_a_toke
         Some(&0.0),
         "an idle host holds no instance:\n{body}"
     );
+}
+
+#[tokio::test]
+async fn each_plugin_load_is_counted_as_loaded_replaced_or_refused() {
+    let metrics = Metrics::new();
+    let engine = Engine::new(EngineConfig::default()).expect("the engine starts");
+    let loader = Loader::new(engine, Plugins::new()).counting(metrics.clone());
+    let dir = tempfile::tempdir().expect("a plugin directory");
+    let file = dir.path().join("plugin.wasm");
+    for fixture in ["noop", "email-sender"] {
+        std::fs::copy(jobhost_fixtures::wasm(fixture), &file).expect("the fixture copies");
+        loader.sync(&file).await.expect("a fixture loads");
+    }
+    std::fs::write(&file, b"not a component").expect("written");
+    loader.sync(&file).await.expect_err("garbage is refused");
+
+    let scraped = samples(&metrics.encode());
+    for outcome in ["loaded", "replaced", "refused"] {
+        let series = format!(r#"jobhost_plugin_loads_total{{outcome="{outcome}"}}"#);
+        assert_eq!(scraped.get(&series), Some(&1.0), "{series}");
+    }
 }
