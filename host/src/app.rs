@@ -7,6 +7,8 @@
 //! - Compiled plugins are cached where [`EngineConfig::cache_dir`] says (the CLI's default
 //!   is the user's cache directory, never the plugin directory, where whoever can drop a
 //!   plugin could also drop native code), so a restart does not recompile unchanged plugins.
+//! - The admin API's `GET /metrics` serves the worker's [`WorkerConfig::metrics`], which
+//!   the loader (plugin loads) and the engine (pool use) count into as well.
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
 //!   period); `run` returns once all of them are done.
 
@@ -75,8 +77,10 @@ pub async fn run<B: AdminBackend>(
         cause,
     })?;
     let engine = Engine::new(config.engine).map_err(HostError::Engine)?;
+    let metrics = config.worker.metrics.clone();
+    metrics.watch_pool(&engine);
     let plugins = Plugins::new();
-    let loader = Loader::new(engine, plugins.clone());
+    let loader = Loader::new(engine, plugins.clone()).counting(metrics.clone());
     // Each load ends within the engine's load deadline; shutdown need not wait for them.
     let loaded = tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
@@ -105,6 +109,7 @@ pub async fn run<B: AdminBackend>(
         plugins: plugins.clone(),
         granularity: config.worker.retry_granularity,
         access: config.admin,
+        metrics,
     };
     let addr = admin
         .local_addr()

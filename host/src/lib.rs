@@ -6,6 +6,7 @@
 //! - [`envelope`]: the JSON envelope every job travels in, shared with the `queuey` crate.
 //! - [`broker`]: the [`broker::Backend`] seam, RabbitMQ and the embedded memory backend.
 //! - [`job`]: the job vocabulary: manifests, invocations and their outcomes.
+//! - [`metrics`]: the host's Prometheus metrics, served on the admin API's `/metrics`.
 //! - [`plugin`]: the wasmtime engine that loads plugin components and runs their jobs.
 //! - [`policy`]: which retry policy and timeout apply to a delivery.
 //! - [`producer`]: enqueueing typed jobs from native Rust applications.
@@ -21,6 +22,7 @@ pub mod app;
 pub mod broker;
 pub mod envelope;
 pub mod job;
+pub mod metrics;
 pub mod plugin;
 pub mod policy;
 pub mod producer;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use jobhost::admin::{self, AdminAccess, AdminClient, AdminState, ClientError, MAX_DEAD_LIMIT};
 use jobhost::broker::MemoryBackend;
+use jobhost::metrics::Metrics;
 use jobhost::policy::Granularity;
 use jobhost::worker::Plugins;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -37,6 +38,7 @@ async fn api() -> Api {
         plugins: Plugins::new(),
         granularity: Granularity::default(),
         access: AdminAccess::new(TOKEN, "127.0.0.1:0", bound),
+        metrics: Metrics::new(),
     };
     let stop = CancellationToken::new();
     tokio::spawn(admin::serve(listener, state, stop.clone()));

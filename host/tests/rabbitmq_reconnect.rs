@@ -1,4 +1,5 @@
-//! Losing the connection while publishing and consuming loses nothing.
+//! Losing the connection while publishing and consuming loses nothing, and the
+//! reconnection is counted.
 
 mod support;
 
@@ -6,12 +7,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobhost::broker::{Backend, Consumer, Delivery};
+use jobhost::broker::{Backend, Consumer, Delivery, RabbitMqOptions};
 use jobhost::envelope::Envelope;
+use jobhost::metrics::Metrics;
 use jobhost_sdk::QueueConfig;
 use serde_json::value::RawValue;
 use support::{
-    Cleanup, PATIENCE, backend, close_connections_named, connections_named, unique, within,
+    Cleanup, PATIENCE, backend_with, close_connections_named, connections_named, unique, within,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -26,7 +28,11 @@ const AFTER_THE_CLOSE: usize = 200;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_closed_by_the_broker_loses_no_job_and_the_backend_recovers_by_itself() {
     let connection_name = unique("reconnect");
-    let Some(backend) = backend(&connection_name).await else {
+    let metrics = Metrics::new();
+    let options = RabbitMqOptions::default()
+        .connection_name(&connection_name)
+        .metrics(metrics.clone());
+    let Some(backend) = backend_with(options).await else {
         return;
     };
     let backend = Arc::new(backend);
@@ -87,6 +93,13 @@ async fn a_connection_closed_by_the_broker_loses_no_job_and_the_backend_recovers
     assert!(
         !now.is_empty() && now.iter().all(|pid| !closed_pids.contains(pid)),
         "the backend reconnected by itself: closed {closed_pids:?}, now {now:?}"
+    );
+    let scrape = metrics.encode();
+    assert!(
+        scrape
+            .lines()
+            .any(|line| line == "jobhost_broker_reconnects_total 1"),
+        "the one reconnection is counted:\n{scrape}"
     );
 
     backend.close().await;

@@ -8,6 +8,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /healthz` | [`Health`](api::Health) |
+//! | `GET /metrics` | Prometheus text ([`Metrics`](crate::metrics::Metrics)) |
 //! | `GET /plugins` | [`PluginView`](api::PluginView)s with effective policies |
 //! | `GET /policy/{job_type}` | [`PolicyReport`](api::PolicyReport) with its wait schedule |
 //! | `POST /jobs` | [`EnqueueRequest`](api::EnqueueRequest) -> [`Enqueued`](api::Enqueued) |

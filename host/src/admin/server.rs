@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
@@ -20,6 +21,7 @@ use super::api::{
 use super::dead::AdminBackend;
 use super::jobs::enqueue;
 use crate::broker::BrokerError;
+use crate::metrics::{self, Metrics};
 use crate::policy::Granularity;
 use crate::worker::Plugins;
 
@@ -40,15 +42,19 @@ pub struct AdminState<B> {
     pub granularity: Granularity,
     /// Who may call the API.
     pub access: AdminAccess,
+    /// What `GET /metrics` serves: the metrics the worker and the loader count into.
+    pub metrics: Metrics,
 }
 
-/// The routes: `GET /healthz`, `GET /plugins`, `GET /policy/{job_type}`, `POST /jobs`,
-/// `GET /dead/{queue}?limit=N`, `POST /dead/{queue}/replay` and `DELETE /dead/{queue}`,
-/// each behind [`AdminAccess`]'s checks.
+/// The routes: `GET /healthz`, `GET /metrics`, `GET /plugins`, `GET /policy/{job_type}`,
+/// `POST /jobs`, `GET /dead/{queue}?limit=N`, `POST /dead/{queue}/replay` and
+/// `DELETE /dead/{queue}`, each behind [`AdminAccess`]'s checks (`/metrics` is read-only,
+/// so a scraper needs no token).
 pub fn router<B: AdminBackend>(state: AdminState<B>) -> Router {
     let access = Arc::new(state.access.clone());
     Router::new()
         .route("/healthz", get(health::<B>))
+        .route("/metrics", get(scrape::<B>))
         .route("/plugins", get(plugins::<B>))
         .route("/policy/{job_type}", get(policy::<B>))
         .route("/jobs", post(enqueue_job::<B>))
@@ -77,6 +83,13 @@ async fn health<B: AdminBackend>(State(state): Shared<B>) -> Json<Health> {
         backend: B::KIND.to_owned(),
         plugins: state.plugins.current().units().count(),
     })
+}
+
+async fn scrape<B: AdminBackend>(State(state): Shared<B>) -> impl IntoResponse {
+    (
+        [(CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        state.metrics.encode(),
+    )
 }
 
 async fn plugins<B: AdminBackend>(State(state): Shared<B>) -> Json<Vec<PluginView>> {

@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use jobhost::admin::AdminAccess;
 use jobhost::app::{self, DEMO_JOBS, HostConfig};
 use jobhost::broker::{MemoryBackend, RabbitMqBackend, RabbitMqOptions};
+use jobhost::metrics::Metrics;
 use jobhost::plugin::EngineConfig;
 use jobhost::policy::Granularity;
 use jobhost::worker::WorkerConfig;
@@ -65,9 +66,11 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
     paths::write_token(&token_file, &token)?;
     info!(file = %token_file.display(), "admin token written; the client commands read it from there");
     let _token_file = RemoveOnDrop(token_file);
+    let metrics = Metrics::new();
     let config = HostConfig {
         plugin_dir: dir.clone(),
         worker: WorkerConfig {
+            metrics: metrics.clone(),
             concurrency: args.concurrency as usize,
             retry_granularity: Granularity::new(args.retry_granularity),
             max_redeliveries: args.max_redeliveries,
@@ -85,7 +88,10 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
     };
     match &args.broker.amqp {
         Some(url) => {
-            let options = broker_access::broker_options(&args.broker, RabbitMqOptions::default())?;
+            let options = broker_access::broker_options(
+                &args.broker,
+                RabbitMqOptions::default().metrics(metrics),
+            )?;
             let backend = RabbitMqBackend::connect(url, options)
                 .await
                 .context("cannot connect to RabbitMQ")?;

@@ -185,6 +185,15 @@ impl Engine {
         &self.inner.config
     }
 
+    /// How many pool slots are taken now: one per running job, and one while a load
+    /// calls its plugin's manifest.
+    pub fn instances_in_use(&self) -> usize {
+        let inner = &self.inner;
+        let jobs = (inner.config.max_instances as usize - 1)
+            .saturating_sub(inner.job_permits.available_permits());
+        jobs + 1usize.saturating_sub(inner.load_permit.available_permits())
+    }
+
     /// How many plugins this engine compiled, as opposed to fetched from the cache.
     pub fn compilations(&self) -> u64 {
         self.inner.compilations.load(Ordering::Relaxed)

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tracing::{error, info};
 
+use crate::metrics::{LoadOutcome, Metrics};
 use crate::plugin::{Engine, LoadError, Plugin};
 use crate::worker::{Handler, Plugins, RegistryError, Unit};
 
@@ -86,6 +87,7 @@ pub struct Loader {
     engine: Engine,
     plugins: Plugins,
     wrap: Option<WrapHandler>,
+    metrics: Metrics,
 }
 
 impl fmt::Debug for Loader {
@@ -98,13 +100,20 @@ impl fmt::Debug for Loader {
 }
 
 impl Loader {
-    /// A loader compiling with `engine` into `plugins`.
+    /// A loader compiling with `engine` into `plugins`, counting its loads in fresh
+    /// [`Metrics`] nobody scrapes until [`Loader::counting`] names others.
     pub fn new(engine: Engine, plugins: Plugins) -> Self {
         Self {
             engine,
             plugins,
             wrap: None,
+            metrics: Metrics::default(),
         }
+    }
+
+    /// The same loader, counting its loads, replacements and refusals in `metrics`.
+    pub fn counting(self, metrics: Metrics) -> Self {
+        Self { metrics, ..self }
     }
 
     /// The same loader, wrapping the handler of every plugin it loads.
@@ -149,6 +158,7 @@ impl Loader {
             .load(path)
             .await
             .and_then(|plugin| self.install(path, &key, plugin));
+        self.count(&result);
         if let Err(err) = &result {
             let serving = self
                 .plugins
@@ -164,6 +174,16 @@ impl Loader {
             }
         }
         result
+    }
+
+    fn count(&self, result: &Result<Change, ReloadError>) {
+        let outcome = match result {
+            Ok(Change::Loaded { .. }) => LoadOutcome::Loaded,
+            Ok(Change::Replaced { .. }) => LoadOutcome::Replaced,
+            Ok(_) => return,
+            Err(_) => LoadOutcome::Refused,
+        };
+        self.metrics.plugin_load(outcome);
     }
 
     async fn load(&self, path: &Path) -> Result<Plugin, ReloadError> {

@@ -33,6 +33,7 @@ use jobhost_sdk::{JobError, RetryDecision};
 use tracing::{Instrument, debug, debug_span, error, info, warn};
 
 use super::Shared;
+use super::observe::Observation;
 use super::registry::{Registry, Route};
 use super::tally::Settled;
 use super::unsettled::{MessageKey, Unsettled};
@@ -79,6 +80,7 @@ pub(super) async fn deliver<B: Backend>(
     queue: Arc<str>,
     delivery: DeliveryOf<B>,
 ) {
+    let mut seen = Observation::start(&shared.config.metrics, &queue, delivery.redelivered());
     // Only a redelivery can have failures counted, so only a redelivery pays for hashing
     // its body up front.
     let key = delivery
@@ -95,7 +97,7 @@ pub(super) async fn deliver<B: Backend>(
         );
         let attempts = Envelope::decode(delivery.body()).map_or(0, |e| e.attempt);
         let settlement = Settlement::dead_letter(&reason, attempts);
-        settle(&shared, delivery, &queue, key, None, settlement).await;
+        settle(&shared, delivery, &queue, key, None, settlement, &seen).await;
         return;
     }
     let envelope = match Envelope::decode(delivery.body()) {
@@ -104,7 +106,7 @@ pub(super) async fn deliver<B: Backend>(
             let error = bounded(&err.to_string(), REASON_MAX).into_owned();
             warn!(%queue, %error, "dead-lettering a message that is not an envelope");
             let settlement = Settlement::dead_letter("malformed envelope", 0);
-            settle(&shared, delivery, &queue, key, None, settlement).await;
+            settle(&shared, delivery, &queue, key, None, settlement, &seen).await;
             return;
         }
     };
@@ -117,14 +119,27 @@ pub(super) async fn deliver<B: Backend>(
         attempt = envelope.attempt
     );
     async {
-        let settlement = run(&shared, &envelope).await;
-        settle(&shared, delivery, &queue, key, Some(&envelope), settlement).await;
+        let settlement = run(&shared, &envelope, &mut seen).await;
+        settle(
+            &shared,
+            delivery,
+            &queue,
+            key,
+            Some(&envelope),
+            settlement,
+            &seen,
+        )
+        .await;
     }
     .instrument(span)
     .await;
 }
 
-async fn run<B: Backend>(shared: &Shared<B>, envelope: &Envelope) -> Settlement {
+async fn run<B: Backend>(
+    shared: &Shared<B>,
+    envelope: &Envelope,
+    seen: &mut Observation<'_>,
+) -> Settlement {
     let size = envelope.payload.get().len();
     if size > shared.config.max_payload_bytes {
         let limit = shared.config.max_payload_bytes;
@@ -141,7 +156,7 @@ async fn run<B: Backend>(shared: &Shared<B>, envelope: &Envelope) -> Settlement 
         );
         return Settlement::dead_letter(&reason, envelope.attempt);
     };
-    let outcome = match invoke(shared, &route, envelope).await {
+    let outcome = match seen.handler(&route, invoke(shared, &route, envelope)).await {
         Outcome::Completed { follow_ups } => {
             match route_follow_ups(shared, &registry, envelope, follow_ups) {
                 Ok(follow_ups) => return Settlement::Ack { follow_ups },
@@ -280,26 +295,28 @@ async fn settle<B: Backend>(
     key: Option<MessageKey>,
     job: Option<&Envelope>,
     settlement: Settlement,
+    seen: &Observation<'_>,
 ) {
     let settlement = match publish(shared, &delivery, queue, &settlement).await {
         Ok(()) => settlement,
         Err(err) if err.is_permanent() && !matches!(settlement, Settlement::DeadLetter { .. }) => {
+            seen.publish_failed(&err);
             let reason = format!("{} could not be published: {err}", settlement.what());
             let attempts = settlement.attempts(&delivery);
             let letter = Settlement::dead_letter(&reason, attempts);
             if let Err(err) = publish(shared, &delivery, queue, &letter).await {
-                return unsettled(shared, delivery, queue, key, &err).await;
+                return unsettled(shared, delivery, queue, key, &err, seen).await;
             }
             letter
         }
-        Err(err) => return unsettled(shared, delivery, queue, key, &err).await,
+        Err(err) => return unsettled(shared, delivery, queue, key, &err, seen).await,
     };
     match delivery.ack().await {
         Ok(()) => {
             if let Some(key) = key {
                 shared.unsettled.settled(key);
             }
-            log_settled(shared, queue, job, &settlement);
+            log_settled(shared, queue, job, &settlement, seen);
         }
         Err(err) => {
             // The delivery is gone with the ack; a first delivery is counted from its
@@ -319,7 +336,9 @@ async fn unsettled<D: Delivery>(
     queue: &str,
     key: Option<MessageKey>,
     err: &BrokerError,
+    seen: &Observation<'_>,
 ) {
+    seen.publish_failed(err);
     let key = key.unwrap_or_else(|| MessageKey::of(queue, delivery.body()));
     let failures = shared.unsettled.failed(key);
     let error = bounded(&err.to_string(), REASON_MAX).into_owned();
@@ -339,6 +358,14 @@ impl Settlement {
             } => Settled::Deferred,
             Self::Republish { .. } => Settled::Retried,
             Self::DeadLetter { .. } => Settled::DeadLettered,
+        }
+    }
+
+    /// A dead letter's reason.
+    fn dead_letter_reason(&self) -> Option<&str> {
+        match self {
+            Self::DeadLetter { reason, .. } => Some(reason),
+            Self::Ack { .. } | Self::Republish { .. } => None,
         }
     }
 
@@ -427,15 +454,18 @@ fn route_follow_ups<B: Backend>(
         .collect()
 }
 
-/// Count the settlement for the worker's periodic summary; a completion is logged at
-/// debug only, because a line per job costs more than the job (see README, "Logs").
+/// Count the settlement for the worker's periodic summary and its metrics; a completion
+/// is logged at debug only, because a line per job costs more than the job (see README,
+/// "Logs").
 fn log_settled<B: Backend>(
     shared: &Shared<B>,
     queue: &str,
     job: Option<&Envelope>,
     settlement: &Settlement,
+    seen: &Observation<'_>,
 ) {
     shared.tally.count(settlement.settled());
+    seen.settled(settlement.settled(), settlement.dead_letter_reason());
     match settlement {
         Settlement::Ack { follow_ups } => debug!(follow_ups = follow_ups.len(), "job completed"),
         Settlement::Republish { .. } => debug!("job republished"),

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::broker::{Backend, BrokerError, DeadLetterOut, MAX_HOLD_DELAY, MemoryBackend};
 use crate::envelope::Envelope;
 use crate::job::{FollowUp, Manifest, Outcome};
+use crate::metrics::Metrics;
 use crate::policy::HoldDelay;
 use crate::testing::{Harness, native_unit};
 use crate::worker::{Plugins, Unit, Worker, WorkerConfig};
@@ -196,9 +197,14 @@ impl Backend for Failing {
     }
 }
 
-/// Runs a worker on `backend` serving `unit`, with one job enqueued; returns the times
-/// its handler ran, once the job's queue is idle.
-async fn run_one(backend: Failing, queue: &QueueConfig, job_type: &str) -> Vec<Instant> {
+/// Runs a worker on `backend` serving `unit`, counting into `metrics`, with one job
+/// enqueued; returns the times its handler ran, once the job's queue is idle.
+async fn run_one(
+    backend: Failing,
+    queue: &QueueConfig,
+    job_type: &str,
+    metrics: &Metrics,
+) -> Vec<Instant> {
     let runs = Arc::new(Mutex::new(Vec::new()));
     let recorded = runs.clone();
     let unit = native_unit("n", manifest(queue.clone(), &[job_type]), move |job| {
@@ -215,9 +221,11 @@ async fn run_one(backend: Failing, queue: &QueueConfig, job_type: &str) -> Vec<I
     let first = Envelope::new(job_type, queue.name.as_str(), payload);
     backend.inner.publish(&first, None).await.expect("enqueued");
     let shutdown = CancellationToken::new();
-    let worker = tokio::spawn(
-        Worker::new(backend.clone(), plugins, WorkerConfig::default()).run(shutdown.clone()),
-    );
+    let config = WorkerConfig {
+        metrics: metrics.clone(),
+        ..WorkerConfig::default()
+    };
+    let worker = tokio::spawn(Worker::new(backend.clone(), plugins, config).run(shutdown.clone()));
     let deadline = Instant::now() + Duration::from_secs(600);
     let inner = &backend.inner;
     while inner.ready(&queue.name) + inner.unacked(&queue.name) + inner.waiting(&queue.name) > 0 {
@@ -245,8 +253,25 @@ async fn a_retry_that_can_never_be_published_dead_letters_its_job_with_the_cause
         dead_letters_fail: false,
     };
     let queue = retrying("q");
-    let runs = run_one(backend.clone(), &queue, "job").await;
+    let metrics = Metrics::new();
+    let runs = run_one(backend.clone(), &queue, "job", &metrics).await;
     assert_eq!(runs.len(), 1, "run once, not again and again");
+    for (series, count) in [
+        (
+            r#"jobhost_publish_failures_total{queue="q",kind="permanent"}"#,
+            1.0,
+        ),
+        (
+            r#"jobhost_dead_letters_total{queue="q",cause="publish_failed"}"#,
+            1.0,
+        ),
+        (
+            r#"jobhost_jobs_total{queue="q",job_type="job",outcome="dead_lettered"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(metrics.sample(series), Some(count), "{series}");
+    }
     let letters = backend.inner.dead_letters("q");
     assert_eq!(letters.len(), 1);
     assert!(
@@ -270,8 +295,29 @@ async fn a_transient_failure_backs_off_and_a_delivery_that_never_settles_ends_as
         dead_letters_fail: false,
     };
     let queue = retrying("q");
-    let runs = run_one(backend.clone(), &queue, "job").await;
+    let metrics = Metrics::new();
+    let runs = run_one(backend.clone(), &queue, "job", &metrics).await;
     let limit = WorkerConfig::default().max_redeliveries as usize;
+    // Every run's retry failed to publish; every delivery after the first was a
+    // redelivery, the last one dead-lettered without running, so under no job type.
+    let runs_counted = limit as f64;
+    for (series, count) in [
+        (
+            r#"jobhost_publish_failures_total{queue="q",kind="transient"}"#,
+            runs_counted,
+        ),
+        (r#"jobhost_redeliveries_total{queue="q"}"#, runs_counted),
+        (
+            r#"jobhost_dead_letters_total{queue="q",cause="poison"}"#,
+            1.0,
+        ),
+        (
+            r#"jobhost_jobs_total{queue="q",job_type="other",outcome="dead_lettered"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(metrics.sample(series), Some(count), "{series}");
+    }
     assert_eq!(
         runs.len(),
         limit,

@@ -15,6 +15,7 @@
 
 mod deliver;
 mod handler;
+mod observe;
 mod registry;
 mod tally;
 mod unsettled;
@@ -30,6 +31,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::broker::{Backend, Consumer, Delivery};
+use crate::metrics::Metrics;
 use crate::policy::{Granularity, effective_timeout};
 
 pub use handler::{BoxFuture, Handler};
@@ -58,6 +60,9 @@ pub struct WorkerConfig {
     /// while it still runs. No attempt may run longer than
     /// [`attempt_timeout`](Self::attempt_timeout) allows under it.
     pub broker_consumer_timeout: Duration,
+    /// Where the worker counts jobs, their outcomes and durations (default: fresh
+    /// [`Metrics`] nobody scrapes); the host shares these with the admin API's `/metrics`.
+    pub metrics: Metrics,
 }
 
 impl WorkerConfig {
@@ -83,6 +88,7 @@ impl Default for WorkerConfig {
             max_payload_bytes: 8 * 1024 * 1024,
             max_redeliveries: 5,
             broker_consumer_timeout: Duration::from_secs(30 * 60),
+            metrics: Metrics::default(),
         }
     }
 }

@@ -100,6 +100,9 @@ pub struct Route {
     pub job: JobSpec,
     /// The job's queue.
     pub queue: QueueConfig,
+    /// The job type's name (`job.name`), shared, because every delivery labels its
+    /// metrics with it.
+    pub job_type: Arc<str>,
     /// The serving plugin's name and version, as the admin API reports it.
     pub plugin: Arc<str>,
 }
@@ -224,6 +227,7 @@ impl Registry {
                     handler: unit.handler.clone(),
                     job: job.clone(),
                     queue,
+                    job_type: job.name.as_str().into(),
                     plugin: plugin.clone(),
                 };
                 routes.insert(job.name.clone(), Arc::new(route));

@@ -44,7 +44,11 @@ pub(crate) const SKIP_VARIABLE: &str = "JOBHOST_SKIP_BROKER_TESTS";
 /// unreachable and [`SKIP_VARIABLE`] asks to skip. Otherwise an unreachable broker fails
 /// the test, naming the variable.
 pub(crate) async fn backend(connection_name: &str) -> Option<RabbitMqBackend> {
-    let options = RabbitMqOptions::default().connection_name(connection_name);
+    backend_with(RabbitMqOptions::default().connection_name(connection_name)).await
+}
+
+/// Like [`backend`], with `options`.
+pub(crate) async fn backend_with(options: RabbitMqOptions) -> Option<RabbitMqBackend> {
     match RabbitMqBackend::connect(&amqp_url(), options).await {
         Ok(backend) => Some(backend),
         Err(error) if skip_requested() => {

@@ -196,6 +196,7 @@ impl Link {
                 return;
             };
             tracing::info!(broker = %self.redacted, generation = next.generation, "reconnected to the broker");
+            self.options.metrics.reconnected();
             self.state
                 .send_if_modified(|state| replace_unless_closed(state, State::Up(next)));
         }

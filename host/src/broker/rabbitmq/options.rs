@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use crate::metrics::Metrics;
+
 /// Settings of a RabbitMQ backend. Every setting has a default that suits a worker:
 ///
 /// | setting | default |
@@ -14,6 +16,7 @@ use rand::Rng;
 /// | [`publisher_channels`](Self::publisher_channels) | 64 |
 /// | [`password`](Self::password) | the URL's |
 /// | [`trust_certificates`](Self::trust_certificates) | the public roots only |
+/// | [`metrics`](Self::metrics) | fresh ones nobody scrapes |
 /// | [`client_certificate`](Self::client_certificate) | none |
 #[derive(Debug, Clone)]
 pub struct RabbitMqOptions {
@@ -23,6 +26,7 @@ pub struct RabbitMqOptions {
     pub(super) publisher_channels: usize,
     pub(super) password: Option<Secret>,
     pub(super) tls: TlsFiles,
+    pub(super) metrics: Metrics,
 }
 
 /// A value that never shows in `Debug` output.
@@ -53,6 +57,7 @@ impl Default for RabbitMqOptions {
             publisher_channels: 64,
             password: None,
             tls: TlsFiles::default(),
+            metrics: Metrics::default(),
         }
     }
 }
@@ -62,6 +67,12 @@ impl RabbitMqOptions {
     /// client_properties`), so an operator can tell hosts apart.
     pub fn connection_name(mut self, name: impl Into<String>) -> Self {
         self.connection_name = name.into();
+        self
+    }
+
+    /// Where reconnections to the broker are counted (`jobhost_broker_reconnects_total`).
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
         self
     }
 

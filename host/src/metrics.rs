@@ -1,0 +1,521 @@
+//! The host's metrics, served as Prometheus text on the admin API's `GET /metrics`.
+//!
+//! One [`Metrics`] per host, cheap to clone (an `Arc` inside): the worker, the plugin
+//! loader and the admin API share it. Built on `prometheus-client`, which encodes the
+//! families; nothing here formats text by hand.
+//!
+//! # Metrics
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `jobhost_jobs_total` | counter | `queue`, `job_type`, `outcome` (`completed`, `retried`, `deferred`, `dead_lettered`) |
+//! | `jobhost_dead_letters_total` | counter | `queue`, `cause` (see [`Cause`]) |
+//! | `jobhost_job_duration_seconds` | histogram | `job_type`: the handler's run time |
+//! | `jobhost_delivery_duration_seconds` | histogram | `job_type`: a whole delivery, from its pull to its settlement |
+//! | `jobhost_jobs_in_flight` | gauge | none: deliveries being run or settled now |
+//! | `jobhost_redeliveries_total` | counter | `queue`: deliveries the broker marked redelivered |
+//! | `jobhost_publish_failures_total` | counter | `queue`, `kind` (`permanent`, `transient`) |
+//! | `jobhost_broker_reconnects_total` | counter | none: new connections after a lost one (RabbitMQ) |
+//! | `jobhost_plugin_loads_total` | counter | `outcome` (`loaded`, `replaced`, `refused`) |
+//! | `jobhost_instances_in_use` | gauge | none: pool slots holding a job's or a load's instance |
+//!
+//! # Bounded labels
+//! `queue` is a queue the worker consumes, which a loaded manifest declared. `job_type` is
+//! a job type of a loaded manifest, from when a handler of it runs; a delivery
+//! dead-lettered before that (a job type no loaded manifest declares, which a producer may
+//! send, a message that is not an envelope, a payload too large, a poison message) counts
+//! as [`OTHER_JOB_TYPE`]. `cause` and the other labels are closed sets. The series of a
+//! plugin that was unloaded stay, as Prometheus counters must.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelValueEncoder,
+};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::plugin::Engine;
+
+/// The `Content-Type` of [`Metrics::encode`]'s text: Prometheus text format 0.0.4.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// The `job_type` label of every job type no loaded manifest declares, and of deliveries
+/// dead-lettered before a handler ran them.
+pub const OTHER_JOB_TYPE: &str = "other";
+
+/// The host's metric families; see the [module doc](self) for the list.
+#[derive(Clone, Default)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Metrics {
+    /// Short, because the configurations that hold metrics are logged, and a registry's
+    /// every series is not what such a line should show.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    registry: Registry,
+    other: Arc<str>,
+    jobs: Family<JobLabels, Counter>,
+    dead_letters: Family<DeadLetterLabels, Counter>,
+    job_duration: Family<JobTypeLabels, Histogram, fn() -> Histogram>,
+    delivery_duration: Family<JobTypeLabels, Histogram, fn() -> Histogram>,
+    in_flight: Gauge,
+    redeliveries: Family<QueueLabels, Counter>,
+    publish_failures: Family<PublishLabels, Counter>,
+    plugin_loads: Family<LoadLabels, Counter>,
+    reconnects: Counter,
+    pool: Arc<InstancePool>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        let mut inner = Self {
+            registry: Registry::default(),
+            other: OTHER_JOB_TYPE.into(),
+            jobs: Family::default(),
+            dead_letters: Family::default(),
+            job_duration: Family::new_with_constructor(duration_histogram),
+            delivery_duration: Family::new_with_constructor(duration_histogram),
+            in_flight: Gauge::default(),
+            redeliveries: Family::default(),
+            publish_failures: Family::default(),
+            plugin_loads: Family::default(),
+            reconnects: Counter::default(),
+            pool: Arc::default(),
+        };
+        inner.register();
+        inner
+    }
+}
+
+impl Inner {
+    fn register(&mut self) {
+        /// Register each family under its name and help text.
+        macro_rules! register {
+            ($($family:ident: $name:literal, $help:literal;)*) => {
+                $(self.registry.register($name, $help, self.$family.clone());)*
+            };
+        }
+        register! {
+            jobs: "jobhost_jobs", "Jobs settled, by queue, job type and outcome";
+            dead_letters: "jobhost_dead_letters", "Messages dead-lettered, by queue and cause";
+            job_duration: "jobhost_job_duration_seconds", "How long handlers ran, by job type";
+            delivery_duration: "jobhost_delivery_duration_seconds", "How long whole deliveries took, from pull to settlement, by job type";
+            in_flight: "jobhost_jobs_in_flight", "Deliveries being run or settled now";
+            redeliveries: "jobhost_redeliveries", "Deliveries the broker marked as redelivered, by queue";
+            publish_failures: "jobhost_publish_failures", "Settlement publishes that failed, by queue and kind";
+            plugin_loads: "jobhost_plugin_loads", "Plugin files loaded, replaced or refused";
+            reconnects: "jobhost_broker_reconnects", "New broker connections after a lost one";
+        }
+        self.registry
+            .register_collector(Box::new(self.pool.clone()));
+    }
+}
+
+/// Handler and delivery durations: 1 ms to about 150 s, each bucket 2.5 times the last.
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.5, 14))
+}
+
+impl Metrics {
+    /// Fresh metrics, every counter at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every metric in Prometheus text format 0.0.4 ([`CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut text, &self.inner.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+
+    /// Report `engine`'s pool use as `jobhost_instances_in_use` at every scrape; only the
+    /// first engine given is reported, because a host has one.
+    pub fn watch_pool(&self, engine: &Engine) {
+        // Ignoring a second engine is the documented contract.
+        let _ = self.inner.pool.0.set(engine.clone());
+    }
+
+    /// [`OTHER_JOB_TYPE`], shared.
+    pub(crate) fn other_job_type(&self) -> &Arc<str> {
+        &self.inner.other
+    }
+
+    /// A delivery starts: it is in flight until the guard drops.
+    pub(crate) fn in_flight(&self) -> InFlight {
+        self.inner.in_flight.inc();
+        InFlight(self.inner.in_flight.clone())
+    }
+
+    /// The broker redelivered a message of `queue`.
+    pub(crate) fn redelivered(&self, queue: &Arc<str>) {
+        let labels = QueueLabels {
+            queue: queue.clone(),
+        };
+        self.inner.redeliveries.get_or_create(&labels).inc();
+    }
+
+    /// A handler of `job_type` ran for `elapsed`.
+    pub(crate) fn handler_ran(&self, job_type: &Arc<str>, elapsed: Duration) {
+        let labels = JobTypeLabels {
+            job_type: job_type.clone(),
+        };
+        let histogram = self.inner.job_duration.get_or_create(&labels);
+        histogram.observe(elapsed.as_secs_f64());
+    }
+
+    /// A delivery of `job` was settled as `outcome`, `elapsed` after it was pulled.
+    pub(crate) fn settled(&self, job: &JobSeries, outcome: JobOutcome, elapsed: Duration) {
+        let labels = JobLabels {
+            queue: job.queue.clone(),
+            job_type: job.job_type.clone(),
+            outcome,
+        };
+        self.inner.jobs.get_or_create(&labels).inc();
+        let labels = JobTypeLabels {
+            job_type: labels.job_type,
+        };
+        let histogram = self.inner.delivery_duration.get_or_create(&labels);
+        histogram.observe(elapsed.as_secs_f64());
+    }
+
+    /// A message of `queue` was dead-lettered for `reason`.
+    pub(crate) fn dead_lettered(&self, queue: &Arc<str>, reason: &str) {
+        let labels = DeadLetterLabels {
+            queue: queue.clone(),
+            cause: Cause::of(reason),
+        };
+        self.inner.dead_letters.get_or_create(&labels).inc();
+    }
+
+    /// Publishing what settles a delivery of `queue` failed; `permanent` when it never can
+    /// succeed.
+    pub(crate) fn publish_failed(&self, queue: &Arc<str>, permanent: bool) {
+        let kind = if permanent {
+            PublishFailure::Permanent
+        } else {
+            PublishFailure::Transient
+        };
+        let labels = PublishLabels {
+            queue: queue.clone(),
+            kind,
+        };
+        self.inner.publish_failures.get_or_create(&labels).inc();
+    }
+
+    /// The broker connection was lost and a new one is up.
+    pub(crate) fn reconnected(&self) {
+        self.inner.reconnects.inc();
+    }
+
+    /// A plugin file was loaded, replaced its previous version, or was refused.
+    pub(crate) fn plugin_load(&self, outcome: LoadOutcome) {
+        let labels = LoadLabels { outcome };
+        self.inner.plugin_loads.get_or_create(&labels).inc();
+    }
+}
+
+/// Keeps a delivery counted in `jobhost_jobs_in_flight` until dropped, also when an
+/// abandoned delivery is dropped unsettled.
+#[derive(Debug)]
+pub(crate) struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// The queue and job type a delivery is counted under.
+#[derive(Debug, Clone)]
+pub(crate) struct JobSeries {
+    pub(crate) queue: Arc<str>,
+    pub(crate) job_type: Arc<str>,
+}
+
+/// How a job was settled, the `outcome` of `jobhost_jobs_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum JobOutcome {
+    Completed,
+    Retried,
+    Deferred,
+    DeadLettered,
+}
+
+/// Why a message was dead-lettered, the `cause` of `jobhost_dead_letters_total`, read from
+/// the start of the reason the worker writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cause {
+    /// `max_attempts`: the retry policy gave up.
+    MaxAttempts,
+    /// `fatal`: the handler failed fatally.
+    Fatal,
+    /// `decode`: the handler could not decode the payload.
+    Decode,
+    /// `no_handler`: no loaded plugin serves the job type.
+    NoHandler,
+    /// `malformed`: the message is not an envelope.
+    Malformed,
+    /// `payload_too_large`: the payload is above the worker's limit.
+    PayloadTooLarge,
+    /// `poison`: the message failed to settle too often.
+    Poison,
+    /// `publish_failed`: its retry, deferral or follow-up could never be published.
+    PublishFailed,
+    /// `delay_too_long`: its retry or deferral delay is longer than a hold queue holds.
+    DelayTooLong,
+    /// `other`: any other reason.
+    Other,
+}
+
+impl Cause {
+    /// The reason prefixes the worker writes, and their causes.
+    const PREFIXES: [(&'static str, Cause); 9] = [
+        ("max attempts (", Cause::MaxAttempts),
+        ("fatal error: ", Cause::Fatal),
+        ("decode error: ", Cause::Decode),
+        ("no handler for job type ", Cause::NoHandler),
+        ("malformed envelope", Cause::Malformed),
+        ("payload too large: ", Cause::PayloadTooLarge),
+        ("poison message: ", Cause::Poison),
+        ("cannot retry the job: ", Cause::DelayTooLong),
+        ("cannot defer the job: ", Cause::DelayTooLong),
+    ];
+
+    /// The cause of a dead letter with `reason`.
+    pub fn of(reason: &str) -> Self {
+        if let Some((_, cause)) = Self::PREFIXES
+            .iter()
+            .find(|(prefix, _)| reason.starts_with(prefix))
+        {
+            return *cause;
+        }
+        if reason.contains(" could not be published: ") {
+            return Cause::PublishFailed;
+        }
+        Cause::Other
+    }
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxAttempts => "max_attempts",
+            Self::Fatal => "fatal",
+            Self::Decode => "decode",
+            Self::NoHandler => "no_handler",
+            Self::Malformed => "malformed",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::Poison => "poison",
+            Self::PublishFailed => "publish_failed",
+            Self::DelayTooLong => "delay_too_long",
+            Self::Other => "other",
+        }
+    }
+}
+
+impl JobOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Retried => "retried",
+            Self::Deferred => "deferred",
+            Self::DeadLettered => "dead_lettered",
+        }
+    }
+}
+
+/// Whether a failed publish can ever succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum PublishFailure {
+    Permanent,
+    Transient,
+}
+
+/// What a plugin load did, the `outcome` of `jobhost_plugin_loads_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum LoadOutcome {
+    Loaded,
+    Replaced,
+    Refused,
+}
+
+/// Label values that are names of a closed set.
+macro_rules! label_value {
+    ($($ty:ty => |$v:ident| $name:expr;)*) => {$(
+        impl EncodeLabelValue for $ty {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
+                let $v = *self;
+                EncodeLabelValue::encode(&$name, encoder)
+            }
+        }
+    )*};
+}
+
+label_value! {
+    JobOutcome => |o| o.as_str();
+    Cause => |c| c.as_str();
+    PublishFailure => |k| match k {
+        PublishFailure::Permanent => "permanent",
+        PublishFailure::Transient => "transient",
+    };
+    LoadOutcome => |o| match o {
+        LoadOutcome::Loaded => "loaded",
+        LoadOutcome::Replaced => "replaced",
+        LoadOutcome::Refused => "refused",
+    };
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct JobLabels {
+    queue: Arc<str>,
+    job_type: Arc<str>,
+    outcome: JobOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DeadLetterLabels {
+    queue: Arc<str>,
+    cause: Cause,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct JobTypeLabels {
+    job_type: Arc<str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct QueueLabels {
+    queue: Arc<str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PublishLabels {
+    queue: Arc<str>,
+    kind: PublishFailure,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LoadLabels {
+    outcome: LoadOutcome,
+}
+
+/// `jobhost_instances_in_use`, read from the engine at each scrape, because counting it
+/// per job would put two more atomic writes on every job's path.
+#[derive(Debug, Default)]
+struct InstancePool(OnceLock<Engine>);
+
+impl Collector for InstancePool {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let Some(engine) = self.0.get() else {
+            return Ok(());
+        };
+        let in_use = i64::try_from(engine.instances_in_use()).unwrap_or(i64::MAX);
+        let gauge = ConstGauge::new(in_use);
+        let metric = encoder.encode_descriptor(
+            "jobhost_instances_in_use",
+            "Pool slots holding a job's or a load's instance.",
+            None,
+            gauge.metric_type(),
+        )?;
+        gauge.encode(metric)
+    }
+}
+
+#[cfg(test)]
+impl Metrics {
+    /// The value of `series` (`name{labels}` as scraped) in a scrape now.
+    pub(crate) fn sample(&self, series: &str) -> Option<f64> {
+        self.encode().lines().find_map(|line| {
+            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+            value.parse().ok()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_the_worker_writes_has_its_cause() {
+        for (reason, cause) in [
+            (
+                "max attempts (3) exhausted after attempt 3: boom",
+                "max_attempts",
+            ),
+            ("fatal error: job failed (fatal): bad", "fatal"),
+            ("decode error: missing field", "decode"),
+            ("no handler for job type `x`", "no_handler"),
+            ("malformed envelope", "malformed"),
+            (
+                "payload too large: 9 bytes, the limit is 8 bytes",
+                "payload_too_large",
+            ),
+            (
+                "poison message: delivered 6 times without being settled",
+                "poison",
+            ),
+            (
+                "cannot retry the job: too long; it failed with: x",
+                "delay_too_long",
+            ),
+            ("cannot defer the job: too long", "delay_too_long"),
+            ("retry could not be published: refused", "publish_failed"),
+            ("a reason nobody wrote", "other"),
+        ] {
+            assert_eq!(Cause::of(reason).as_str(), cause, "the cause of `{reason}`");
+        }
+    }
+
+    #[test]
+    fn a_scrape_names_every_family_with_its_labels() {
+        let metrics = Metrics::new();
+        let (queue, job_type): (Arc<str>, Arc<str>) = ("q".into(), "t".into());
+        let job = JobSeries {
+            queue: queue.clone(),
+            job_type,
+        };
+        metrics.settled(&job, JobOutcome::DeadLettered, Duration::from_millis(3));
+        metrics.dead_lettered(&queue, "fatal error: no");
+        metrics.publish_failed(&queue, true);
+        metrics.plugin_load(LoadOutcome::Refused);
+        let in_flight = metrics.in_flight();
+        let text = metrics.encode();
+        drop(in_flight);
+        for line in [
+            r#"jobhost_jobs_total{queue="q",job_type="t",outcome="dead_lettered"} 1"#,
+            r#"jobhost_dead_letters_total{queue="q",cause="fatal"} 1"#,
+            r#"jobhost_delivery_duration_seconds_count{job_type="t"} 1"#,
+            r#"jobhost_publish_failures_total{queue="q",kind="permanent"} 1"#,
+            r#"jobhost_plugin_loads_total{outcome="refused"} 1"#,
+            "jobhost_jobs_in_flight 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "the scrape has `{line}`:\n{text}"
+            );
+        }
+        assert!(
+            metrics
+                .encode()
+                .lines()
+                .any(|l| l == "jobhost_jobs_in_flight 0"),
+            "a dropped guard leaves the gauge"
+        );
+    }
+}
