@@ -10,6 +10,7 @@
 //! create queues named `bench-<run id>.*` and delete them afterwards.
 
 mod amqp;
+mod cpu;
 mod memory;
 mod metered;
 mod peer;
@@ -83,7 +84,7 @@ impl Sizes {
         {
             (400, 1_000, 200, 4, 1, 1)
         } else {
-            (20_000, 50_000, 10_000, 20, 3, 3)
+            (20_000, 20_000, 10_000, 20, 3, 3)
         };
         Self {
             memory_jobs,
