@@ -38,7 +38,8 @@ enum Command {
     All(Options),
     /// The sandbox's and the worker's cost on the memory backend, and the wasm floor.
     Memory(Options),
-    /// Pre-published no-op jobs through the host, raw lapin and queuey.
+    /// Pre-published no-op jobs through the host, raw lapin and queuey, at prefetch 16 and
+    /// 200: drain rate and CPU per job.
     Rabbitmq(Options),
     /// Jobs that fail once, through the host and queuey.
     Retries(Options),
