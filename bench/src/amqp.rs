@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use jobhost::worker::{Plugins, Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
+use crate::cpu::{Spent, Stopwatch};
 use crate::metered::{Meter, Metered};
 use crate::report::Samples;
 
@@ -69,14 +70,15 @@ pub(crate) async fn fill(
 /// A worker draining pre-filled queues through a [`Metered`] backend.
 pub(crate) struct DrainingWorker {
     pub(crate) meter: Arc<Meter>,
-    pub(crate) started: Instant,
+    /// Started with the worker, after the queues were filled.
+    pub(crate) started: Stopwatch,
     shutdown: CancellationToken,
     worker: tokio::task::JoinHandle<()>,
 }
 
 impl DrainingWorker {
     /// Declare the queues of `plugins`, fill them with `envelopes`, then start a worker
-    /// whose deliveries `meter` times; the clock starts when the worker does.
+    /// whose deliveries `meter` times; the wall and CPU clocks start when the worker does.
     pub(crate) async fn start(
         backend: &Arc<RabbitMqBackend>,
         plugins: Plugins,
@@ -89,7 +91,7 @@ impl DrainingWorker {
         let meter = Arc::new(Meter::default());
         let shutdown = CancellationToken::new();
         let backend = Metered::new(Arc::clone(backend), meter.clone());
-        let started = Instant::now();
+        let started = Stopwatch::start()?;
         let worker = tokio::spawn(
             Worker::new(backend, plugins, WorkerConfig::default()).run(shutdown.clone()),
         );
@@ -109,13 +111,15 @@ impl DrainingWorker {
 }
 
 /// Consume `jobs` messages from `queue` with `prefetch` and ack each, nothing else: what
-/// the broker can deliver to one consumer. Returns jobs/s and receive-to-acked times.
+/// the broker can deliver to one consumer. Returns the wall and CPU time from the consume to
+/// the last ack, and receive-to-acked times.
 pub(crate) async fn consume_and_ack(
     connection: &Connection,
     queue: &str,
     prefetch: u16,
     jobs: usize,
-) -> anyhow::Result<(f64, Samples)> {
+) -> anyhow::Result<(Spent, Samples)> {
+    let start = Stopwatch::start()?;
     let channel = connection.create_channel().await?;
     channel
         .basic_qos(prefetch, BasicQosOptions::default())
@@ -132,7 +136,6 @@ pub(crate) async fn consume_and_ack(
     // Acks are pipelined, one task each as a worker would: awaiting each ack before the
     // next receive would measure lapin's round trip to its I/O thread, not the broker.
     let mut acks = JoinSet::new();
-    let start = Instant::now();
     for _ in 0..jobs {
         let delivery = std::future::poll_fn(|cx| Pin::new(&mut consumer).poll_next(cx))
             .await
@@ -152,9 +155,9 @@ pub(crate) async fn consume_and_ack(
     while let Some(acked) = acks.join_next().await {
         latencies.push(acked??);
     }
-    let elapsed = start.elapsed();
+    let spent = start.read()?;
     channel.close(200, "done".into()).await?;
-    Ok((crate::memory::rate(jobs, elapsed), Samples::new(latencies)))
+    Ok((spent, Samples::new(latencies)))
 }
 
 /// Messages ready in `queue`, or `None` when it does not exist (the probe then costs its

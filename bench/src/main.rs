@@ -10,6 +10,7 @@
 //! create queues named `bench-<run id>.*` and delete them afterwards.
 
 mod amqp;
+mod cpu;
 mod memory;
 mod metered;
 mod peer;
@@ -37,7 +38,8 @@ enum Command {
     All(Options),
     /// The sandbox's and the worker's cost on the memory backend, and the wasm floor.
     Memory(Options),
-    /// Pre-published no-op jobs through the host, raw lapin and queuey.
+    /// Pre-published no-op jobs through the host, raw lapin and queuey, at prefetch 16 and
+    /// 200: drain rate and CPU per job.
     Rabbitmq(Options),
     /// Jobs that fail once, through the host and queuey.
     Retries(Options),
@@ -83,7 +85,7 @@ impl Sizes {
         {
             (400, 1_000, 200, 4, 1, 1)
         } else {
-            (20_000, 50_000, 10_000, 20, 3, 3)
+            (20_000, 20_000, 10_000, 20, 3, 3)
         };
         Self {
             memory_jobs,

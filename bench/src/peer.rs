@@ -4,7 +4,7 @@
 //! queue set here is written by hand instead, so that each run gets queues of its own on
 //! a shared broker. Job names match jobhost's fixtures, so one envelope serves both.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -17,13 +17,23 @@ use serde::{Deserialize, Serialize};
 /// The peer's queues; their names are set once per run by [`name_queues`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum PeerQueues {
-    /// Mirrors the no-op plugin's `test.noop`: prefetch 16, 10 priorities.
+    /// Mirrors the no-op plugin's `test.noop`: 10 priorities, prefetch 16 unless
+    /// [`set_noop_prefetch`] said otherwise.
     Noop,
     /// Mirrors the scripted plugin's `test.emails` for a job that fails once: a 1 s wait.
     Flaky,
 }
 
 static NAMES: OnceLock<[&'static str; 2]> = OnceLock::new();
+
+/// The prefetch of [`PeerQueues::Noop`]: `queuey` reads it from the queue set, which has no
+/// state of its own.
+static NOOP_PREFETCH: AtomicU16 = AtomicU16::new(16);
+
+/// Give [`PeerQueues::Noop`] `prefetch` for the workers started from now on.
+pub(crate) fn set_noop_prefetch(prefetch: u16) {
+    NOOP_PREFETCH.store(prefetch, Ordering::Release);
+}
 
 /// Name the peer's queues `{noop}` and `{flaky}` for the rest of the process.
 ///
@@ -54,10 +64,12 @@ impl QueueSet for PeerQueues {
     }
 
     fn config(&self) -> QueueConfig {
-        let config = QueueConfig::new(self.name()).prefetch(16);
+        let config = QueueConfig::new(self.name());
         match self {
-            Self::Noop => config,
-            Self::Flaky => config.retry(RetryPolicy::fixed(3, Duration::from_secs(1))),
+            Self::Noop => config.prefetch(NOOP_PREFETCH.load(Ordering::Acquire)),
+            Self::Flaky => config
+                .prefetch(16)
+                .retry(RetryPolicy::fixed(3, Duration::from_secs(1))),
         }
     }
 }
