@@ -18,8 +18,8 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use notify::event::ModifyKind;
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use jobhost::reload::is_edit;
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -48,16 +48,6 @@ pub(super) async fn run(args: HostArgs) -> anyhow::Result<()> {
     shutdown.cancel();
     watcher.await.context("the source watcher failed")??;
     result
-}
-
-/// Whether `kind` changes a file's content or its presence. Cargo reads `Cargo.toml` on
-/// every build, so counting reads (or the access times they touch) would rebuild forever.
-fn is_edit(kind: &EventKind) -> bool {
-    match kind {
-        EventKind::Create(_) | EventKind::Remove(_) => true,
-        EventKind::Modify(modify) => !matches!(modify, ModifyKind::Metadata(_)),
-        _ => false,
-    }
 }
 
 /// What a changed path asks for.
