@@ -52,8 +52,8 @@ enum Settlement {
         follow_ups: Vec<(Envelope, Option<HoldDelay>)>,
     },
     Republish {
-        /// `"retry"` or `"deferral"`, for the reason if it cannot be published.
-        what: &'static str,
+        /// [`Settled::Retried`] or [`Settled::Deferred`].
+        kind: Settled,
         next: Envelope,
         delay: HoldDelay,
     },
@@ -241,7 +241,7 @@ fn decide<B: Backend>(
                 "job deferred"
             );
             return Settlement::Republish {
-                what: "deferral",
+                kind: Settled::Deferred,
                 next: envelope
                     .deferred(route.queue.max_priority)
                     .routed_to(&route.queue.name),
@@ -265,7 +265,7 @@ fn decide<B: Backend>(
                     "job failed, retrying"
                 );
                 Settlement::Republish {
-                    what: "retry",
+                    kind: Settled::Retried,
                     next: envelope.next_attempt().routed_to(&route.queue.name),
                     delay,
                 }
@@ -354,7 +354,8 @@ impl Settlement {
         match self {
             Self::Ack { .. } => Settled::Completed,
             Self::Republish {
-                what: "deferral", ..
+                kind: Settled::Deferred,
+                ..
             } => Settled::Deferred,
             Self::Republish { .. } => Settled::Retried,
             Self::DeadLetter { .. } => Settled::DeadLettered,
@@ -373,7 +374,11 @@ impl Settlement {
     fn what(&self) -> &'static str {
         match self {
             Self::Ack { .. } => "a follow-up job",
-            Self::Republish { what, .. } => what,
+            Self::Republish {
+                kind: Settled::Deferred,
+                ..
+            } => "deferral",
+            Self::Republish { .. } => "retry",
             Self::DeadLetter { .. } => "the dead letter",
         }
     }
