@@ -13,7 +13,14 @@
 //! - [`reload`]: loading the plugin directory and following its changes.
 //! - [`worker`]: consuming, running and settling jobs; the plugin registry.
 //! - [`text`]: bounding untrusted text (job types, reasons, guest words) before it leaves the host.
-//! - [`testing`]: a harness running plugins on the memory backend under a paused clock.
+//! - [`testing`]: a harness running plugins on the memory backend under a paused clock
+//!   (feature `testing`).
+//!
+//! # Features
+//! | feature | what it adds |
+//! |---|---|
+//! | `tls` | `amqps://` to the broker through rustls |
+//! | `testing` | the [`testing`] harness, for the tests of this workspace and of embedders |
 
 #![warn(missing_docs)]
 
@@ -27,6 +34,7 @@ pub mod plugin;
 pub mod policy;
 pub mod producer;
 pub mod reload;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;
 pub mod worker;
