@@ -12,9 +12,7 @@ use jobhost_sdk::JobError;
 use outbound_support::{Server, Watch, failure, fetch, probe_granted, report, run};
 
 fn grants(origins: &[String], extra: &str) -> String {
-    format!(
-        "[plugins.http-probe]\nallowed_outbound_hosts = {origins:?}\n{extra}"
-    )
+    format!("[plugins.http-probe]\nallowed_outbound_hosts = {origins:?}\n{extra}")
 }
 
 #[tokio::test]
@@ -24,7 +22,11 @@ async fn a_granted_request_reaches_the_server_and_the_guest_reads_its_answer() {
     let report = report(fetch(&probe, &server.url("/ok"), false).await);
     assert_eq!(report["status"], 200);
     assert_eq!(report["body"], "hello");
-    assert_eq!(server.requests(), 1, "the server answered exactly one request");
+    assert_eq!(
+        server.requests(),
+        1,
+        "the server answered exactly one request"
+    );
 }
 
 #[tokio::test]
@@ -78,8 +80,15 @@ async fn a_redirect_to_an_origin_not_granted_is_not_fetched() {
         )),
         "{message}"
     );
-    assert!(denied.saw_nothing(), "the redirect's target must not be reached");
-    assert_eq!(server.requests(), 2, "only the two requests to the granted origin");
+    assert!(
+        denied.saw_nothing(),
+        "the redirect's target must not be reached"
+    );
+    assert_eq!(
+        server.requests(),
+        2,
+        "only the two requests to the granted origin"
+    );
 }
 
 #[tokio::test]
@@ -96,7 +105,10 @@ async fn a_name_that_resolves_to_loopback_is_refused_through_a_wildcard_grant() 
         "{message}"
     );
     assert!(message.contains("a loopback address"), "{message}");
-    assert!(denied.saw_nothing(), "a refused address must not be connected to");
+    assert!(
+        denied.saw_nothing(),
+        "a refused address must not be connected to"
+    );
 }
 
 #[tokio::test]
@@ -135,11 +147,16 @@ async fn a_slow_server_is_cut_at_the_jobs_deadline_when_that_comes_first() {
     let outcome = run(&probe, "probe.Fetch", &payload, Duration::from_secs(1)).await;
     let took = started.elapsed();
     let cut = match &outcome {
-        Outcome::Failed(JobError::Retryable(message)) => message == "ErrorCode::ConnectionReadTimeout",
+        Outcome::Failed(JobError::Retryable(message)) => {
+            message == "ErrorCode::ConnectionReadTimeout"
+        }
         Outcome::Crashed(reason) => reason.starts_with("job timed out after"),
         _ => false,
     };
-    assert!(cut, "the request ends with the job's 1 s deadline: {outcome:?}");
+    assert!(
+        cut,
+        "the request ends with the job's 1 s deadline: {outcome:?}"
+    );
     assert!(
         took < Duration::from_secs(3),
         "not the 30 s request timeout: {took:?}"
@@ -169,7 +186,10 @@ async fn a_body_longer_than_the_cap_fails_at_the_cap() {
         .and_then(|rest| rest.split_once(' '))
         .and_then(|(bytes, _)| bytes.parse().ok())
         .unwrap_or_else(|| panic!("the failure says how much was read: {message}"));
-    assert!(read <= 100_000, "at most the cap reaches the guest: {message}");
+    assert!(
+        read <= 100_000,
+        "at most the cap reaches the guest: {message}"
+    );
     assert!(
         message.ends_with("HTTP response body size exceeds limit: 100000 bytes"),
         "{message}"

@@ -71,7 +71,10 @@ mod tests {
         assert_eq!(kind("192.168.1.1"), Some("a private address"));
         assert_eq!(kind("169.254.169.254"), Some("a link-local address"));
         assert_eq!(kind("0.0.0.0"), Some("an unspecified address"));
-        assert_eq!(kind("100.64.0.1"), Some("a shared (carrier-grade NAT) address"));
+        assert_eq!(
+            kind("100.64.0.1"),
+            Some("a shared (carrier-grade NAT) address")
+        );
         assert_eq!(kind("::1"), Some("a loopback address"));
         assert_eq!(kind("::"), Some("an unspecified address"));
         assert_eq!(kind("fd00::1"), Some("a private address"));

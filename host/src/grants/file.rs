@@ -101,7 +101,10 @@ fn plugin(
             .ok_or_else(|| {
                 lines.error(
                     n.span(),
-                    format!("max_concurrent_requests is {}; it must be at least 1", n.get_ref()),
+                    format!(
+                        "max_concurrent_requests is {}; it must be at least 1",
+                        n.get_ref()
+                    ),
                 )
             })?,
     };
@@ -168,9 +171,8 @@ fn read_secret(
 ) -> Result<(Secret, SecretSource), String> {
     match (entry.env, entry.file) {
         (Some(name), None) => {
-            let value = std::env::var(&name).map_err(|err| {
-                format!("secret `{key}`: environment variable `{name}`: {err}")
-            })?;
+            let value = std::env::var(&name)
+                .map_err(|err| format!("secret `{key}`: environment variable `{name}`: {err}"))?;
             Ok((Secret::new(value), SecretSource::Env(name)))
         }
         (None, Some(path)) => {
@@ -296,8 +298,14 @@ mod tests {
             error("[plugins.a]\nmax_concurrent_requests = 0\n")
                 .contains("line 2: max_concurrent_requests is 0")
         );
-        assert!(error("[plugins.a]\nmax_response_bytes = 0\n").contains("line 2: max_response_bytes is 0"));
-        assert!(error("[plugins.a]\nrequest_timeout = \"soon\"\n").contains("line 2: request_timeout `soon`"));
+        assert!(
+            error("[plugins.a]\nmax_response_bytes = 0\n")
+                .contains("line 2: max_response_bytes is 0")
+        );
+        assert!(
+            error("[plugins.a]\nrequest_timeout = \"soon\"\n")
+                .contains("line 2: request_timeout `soon`")
+        );
     }
 
     #[test]
@@ -313,15 +321,18 @@ mod tests {
 
     #[test]
     fn a_secret_that_cannot_be_read_is_refused_naming_its_source() {
-        let err = error(
-            "[plugins.a.secrets]\nkey = { env = \"JOBHOST_GRANTS_TEST_NEVER_SET\" }\n",
-        );
+        let err = error("[plugins.a.secrets]\nkey = { env = \"JOBHOST_GRANTS_TEST_NEVER_SET\" }\n");
         assert!(
-            err.contains("line 2: secret `key`: environment variable `JOBHOST_GRANTS_TEST_NEVER_SET`"),
+            err.contains(
+                "line 2: secret `key`: environment variable `JOBHOST_GRANTS_TEST_NEVER_SET`"
+            ),
             "{err}"
         );
         let err = error("[plugins.a.secrets]\nkey = { file = \"no-such-file\" }\n");
-        assert!(err.contains("secret `key`: file `plugins/no-such-file`"), "{err}");
+        assert!(
+            err.contains("secret `key`: file `plugins/no-such-file`"),
+            "{err}"
+        );
         let err = error("[plugins.a.secrets]\nkey = { env = \"A\", file = \"b\" }\n");
         assert!(err.contains("must name exactly one source"), "{err}");
     }

@@ -229,6 +229,13 @@ impl Grants {
         &self.file
     }
 
+    /// The plugins the file has a section for, and their grants, by name.
+    pub fn plugins(&self) -> impl Iterator<Item = (&str, &Arc<PluginGrants>)> {
+        self.plugins
+            .iter()
+            .map(|(name, grants)| (name.as_str(), grants))
+    }
+
     /// What `plugin` is granted, if the file has a section for it.
     pub fn plugin(&self, plugin: &str) -> Option<&Arc<PluginGrants>> {
         self.plugins.get(plugin)

@@ -255,9 +255,9 @@ fn host_pattern(host: &str) -> Result<HostPattern, String> {
 
 fn check_name(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
-        && name
-            .split('.')
-            .all(|label| !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+        && name.split('.').all(|label| {
+            !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
     if valid {
         Ok(())
     } else {
@@ -290,8 +290,20 @@ mod tests {
     #[test]
     fn a_grant_without_a_port_allows_only_the_default_port_of_its_scheme() {
         assert!(allows("https://hooks.example.com", "https://hooks.example.com/x").is_some());
-        assert!(allows("https://hooks.example.com", "https://hooks.example.com:443/").is_some());
-        assert!(allows("https://hooks.example.com", "https://hooks.example.com:8443/").is_none());
+        assert!(
+            allows(
+                "https://hooks.example.com",
+                "https://hooks.example.com:443/"
+            )
+            .is_some()
+        );
+        assert!(
+            allows(
+                "https://hooks.example.com",
+                "https://hooks.example.com:8443/"
+            )
+            .is_none()
+        );
         assert!(
             allows("https://hooks.example.com", "http://hooks.example.com/").is_none(),
             "the scheme is part of the origin"

@@ -59,7 +59,9 @@ fn get(mut store: Store<'_>, key: &WasmStr) -> wasmtime::Result<Option<String>> 
         return Ok(None);
     }
     let grants = store.data().grants.plugin_grants();
-    Ok(grants.and_then(|grants| grants.value(&key)).map(str::to_owned))
+    Ok(grants
+        .and_then(|grants| grants.value(&key))
+        .map(str::to_owned))
 }
 
 fn get_all(mut store: Store<'_>) -> wasmtime::Result<Vec<(String, String)>> {

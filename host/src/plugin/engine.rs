@@ -28,10 +28,10 @@ use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationCon
 use super::budget::HostCallBudget;
 use super::cache::ArtifactCache;
 use super::error::{EngineError, LoadError};
-use super::{config_store, host_api};
-use crate::grants::SharedGrants;
 use super::load::{self, Plugin};
 use super::store::JobState;
+use super::{config_store, host_api};
+use crate::grants::SharedGrants;
 
 /// How often the epoch advances: the granularity of timeouts and of a spinning guest's
 /// yields to the async runtime.

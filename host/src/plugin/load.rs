@@ -33,8 +33,8 @@ use super::error::LoadError;
 use super::guest_log::LogTags;
 use super::manifest;
 use super::store::{JobState, StoreSetup, new_store};
-use crate::grants::Grants;
 use super::watchdog::Watchdog;
+use crate::grants::Grants;
 use crate::job::Manifest;
 
 macro_rules! wit_version {

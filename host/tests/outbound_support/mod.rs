@@ -60,7 +60,9 @@ impl Server {
             .expect("a local port");
         let addr = listener.local_addr().expect("its address");
         let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.expect("the test server runs");
+            axum::serve(listener, app)
+                .await
+                .expect("the test server runs");
         });
         Self {
             addr,

@@ -120,7 +120,8 @@ impl Refuser {
 }
 
 type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
-type SendFuture = Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send>;
+type SendFuture =
+    Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send>;
 
 impl WasiHttpHooks for JobGrants {
     fn send_request(

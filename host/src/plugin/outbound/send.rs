@@ -121,7 +121,10 @@ async fn resolve(origin: &RequestOrigin) -> Result<Vec<SocketAddr>, Error> {
 }
 
 /// A connection to the first of the checked `addresses` that answers, in TLS for https.
-async fn connect(addresses: &[SocketAddr], origin: &RequestOrigin) -> Result<Box<dyn Stream>, Error> {
+async fn connect(
+    addresses: &[SocketAddr],
+    origin: &RequestOrigin,
+) -> Result<Box<dyn Stream>, Error> {
     let mut last = None;
     for address in addresses {
         match TcpStream::connect(address).await {
@@ -220,6 +223,9 @@ mod tests {
     async fn a_literal_address_is_not_resolved() {
         let origin = RequestOrigin::new("http", "127.0.0.1", Some(9)).expect("http");
         let addresses = resolve(&origin).await.expect("a literal");
-        assert_eq!(addresses, vec![SocketAddr::new(IpAddr::from([127, 0, 0, 1]), 9)]);
+        assert_eq!(
+            addresses,
+            vec![SocketAddr::new(IpAddr::from([127, 0, 0, 1]), 9)]
+        );
     }
 }

@@ -45,8 +45,12 @@ pub(crate) fn get(url: &str) -> Result<Seen, String> {
     let location = header("location");
     let retry_after = header("retry-after").and_then(|value| value.trim().parse().ok());
     drop(headers);
-    let body = response.consume().map_err(|()| "the body was taken twice")?;
-    let stream = body.stream().map_err(|()| "the body stream was taken twice")?;
+    let body = response
+        .consume()
+        .map_err(|()| "the body was taken twice")?;
+    let stream = body
+        .stream()
+        .map_err(|()| "the body stream was taken twice")?;
     let mut bytes = 0u64;
     let mut start = Vec::new();
     loop {
