@@ -195,3 +195,23 @@ async fn a_body_longer_than_the_cap_fails_at_the_cap() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_plugin_has_at_most_max_concurrent_requests_in_flight_across_its_jobs() {
+    let server = Server::start().await;
+    let (_engine, probe) = probe_granted(&grants(
+        &[server.origin()],
+        "max_concurrent_requests = 1\n",
+    ))
+    .await;
+    let url = server.url("/hold");
+    let jobs = (0..3).map(|_| fetch(&probe, &url, false));
+    for outcome in futures_util::future::join_all(jobs).await {
+        assert_eq!(report(outcome)["body"], "held", "every job gets its answer");
+    }
+    assert_eq!(
+        server.most_held_at_once(),
+        1,
+        "three jobs at once, one request in flight at a time"
+    );
+}

@@ -36,16 +36,27 @@ pub const GIB: u64 = 1024 * 1024 * 1024;
 /// | `/slow` | never answers |
 /// | `/too-many` | `429` with `Retry-After: 2` |
 /// | `/gib` | `200` and a body of 1 GiB, made as it is sent |
+/// | `/hold` | `200` after 300 ms, counting the requests it holds at once |
 pub struct Server {
     pub addr: SocketAddr,
     requests: Arc<AtomicUsize>,
+    held: Arc<Held>,
     _task: tokio::task::JoinHandle<()>,
+}
+
+/// Requests `/hold` holds now, and the most it held at once.
+#[derive(Debug, Default)]
+struct Held {
+    now: AtomicUsize,
+    most: AtomicUsize,
 }
 
 impl Server {
     pub async fn start() -> Self {
         let requests = Arc::new(AtomicUsize::new(0));
+        let held = Arc::new(Held::default());
         let app = Router::new()
+            .route("/hold", get(hold).with_state(Arc::clone(&held)))
             .route("/ok", get(|| async { "hello" }))
             .route("/redirect", get(redirect))
             .route("/slow", get(slow))
@@ -67,6 +78,7 @@ impl Server {
         Self {
             addr,
             requests,
+            held,
             _task: task,
         }
     }
@@ -84,6 +96,20 @@ impl Server {
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
     }
+
+    /// The most requests `/hold` held at once.
+    pub fn most_held_at_once(&self) -> usize {
+        self.held.most.load(Ordering::SeqCst)
+    }
+}
+
+async fn hold(State(held): State<Arc<Held>>) -> &'static str {
+    let now = held.now.fetch_add(1, Ordering::SeqCst) + 1;
+    held.most.fetch_max(now, Ordering::SeqCst);
+    // The server's latency, long enough that requests sent together overlap here.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    held.now.fetch_sub(1, Ordering::SeqCst);
+    "held"
 }
 
 async fn count(
