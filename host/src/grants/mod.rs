@@ -242,7 +242,7 @@ impl Grants {
     }
 
     /// Whether `plugin` may send a request to `origin`, and how the grant matched.
-    pub fn check(&self, plugin: &str, origin: &RequestOrigin) -> Result<Match, Refusal> {
+    pub fn check(&self, plugin: &str, origin: &RequestOrigin) -> Result<Match, Box<Refusal>> {
         let matched = self.plugin(plugin).and_then(|grants| {
             grants
                 .allowed_outbound_hosts
@@ -250,12 +250,14 @@ impl Grants {
                 .filter_map(|grant| grant.matches(origin))
                 .max_by_key(|matched| *matched == Match::Explicit)
         });
-        matched.ok_or_else(|| Refusal::NotGranted {
-            origin: text::bounded(&origin.to_string(), NAME_MAX).into_owned(),
-            plugin: plugin.to_owned(),
-            section: section(plugin),
-            grant: text::bounded(&origin.suggested_grant(), NAME_MAX).into_owned(),
-            file: self.file.display().to_string(),
+        matched.ok_or_else(|| {
+            Box::new(Refusal::NotGranted {
+                origin: text::bounded(&origin.to_string(), NAME_MAX).into_owned(),
+                plugin: plugin.to_owned(),
+                section: section(plugin),
+                grant: text::bounded(&origin.suggested_grant(), NAME_MAX).into_owned(),
+                file: self.file.display().to_string(),
+            })
         })
     }
 
