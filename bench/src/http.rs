@@ -40,7 +40,11 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     let plugin = through_plugin(&plugin, &url, requests).await?;
 
     let native = Row::new("http: native hyper GET, 1 task", Some(native.0), native.1);
-    let plugin = Row::new("http: plugin GET via wasi:http, 1 task", Some(plugin.0), plugin.1);
+    let plugin = Row::new(
+        "http: plugin GET via wasi:http, 1 task",
+        Some(plugin.0),
+        plugin.1,
+    );
     Ok(Report {
         rows: vec![native.clone(), plugin.against(&native, None)],
         details: Vec::new(),

@@ -9,6 +9,9 @@
 //!   plugin could also drop native code), so a restart does not recompile unchanged plugins.
 //! - The admin API's `GET /metrics` serves the worker's [`WorkerConfig::metrics`], which
 //!   the loader (plugin loads) and the engine (pool use) count into as well.
+//! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
+//!   refused file stops the start) and then watched with the plugins; the admin API shows
+//!   the grants in force.
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
 //!   period); `run` returns once all of them are done.
 

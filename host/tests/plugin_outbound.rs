@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use jobhost::job::Outcome;
 use jobhost_sdk::JobError;
-use outbound_support::{Server, Watch, failure, fetch, probe_granted, report, run};
+use outbound_support::{Server, Watch, bytes_read, failure, fetch, probe_granted, report, run};
 
 fn grants(origins: &[String], extra: &str) -> String {
     format!("[plugins.http-probe]\nallowed_outbound_hosts = {origins:?}\n{extra}")
@@ -181,11 +181,7 @@ async fn a_body_longer_than_the_cap_fails_at_the_cap() {
     let (_engine, probe) =
         probe_granted(&grants(&[server.origin()], "max_response_bytes = 100000\n")).await;
     let message = failure(fetch(&probe, &server.url("/gib"), false).await);
-    let read: u64 = message
-        .strip_prefix("after ")
-        .and_then(|rest| rest.split_once(' '))
-        .and_then(|(bytes, _)| bytes.parse().ok())
-        .unwrap_or_else(|| panic!("the failure says how much was read: {message}"));
+    let read = bytes_read(&message);
     assert!(
         read <= 100_000,
         "at most the cap reaches the guest: {message}"
@@ -199,11 +195,8 @@ async fn a_body_longer_than_the_cap_fails_at_the_cap() {
 #[tokio::test]
 async fn a_plugin_has_at_most_max_concurrent_requests_in_flight_across_its_jobs() {
     let server = Server::start().await;
-    let (_engine, probe) = probe_granted(&grants(
-        &[server.origin()],
-        "max_concurrent_requests = 1\n",
-    ))
-    .await;
+    let (_engine, probe) =
+        probe_granted(&grants(&[server.origin()], "max_concurrent_requests = 1\n")).await;
     let url = server.url("/hold");
     let jobs = (0..3).map(|_| fetch(&probe, &url, false));
     for outcome in futures_util::future::join_all(jobs).await {

@@ -6,8 +6,8 @@
 mod outbound_support;
 mod plugin_support;
 
-use outbound_support::{GIB, Server, failure, fetch, probe_granted};
-use plugin_support::MEMORY_LIMIT;
+use outbound_support::{GIB, Server, bytes_read, failure, fetch, probe_granted};
+use plugin_support::{MEMORY_LIMIT, reset_peak, status_bytes};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -21,23 +21,6 @@ const _: () = assert!((MEMORY_LIMIT as u64) < CAP);
 /// How far above the baseline the host's RSS may peak while the body streams: 16 MiB.
 /// Measured: about 2 MiB.
 const PEAK_BOUND: u64 = 16 * MIB;
-
-/// A size of this process from `/proc/self/status`: `VmRSS` (resident now) or `VmHWM`
-/// (the peak since the last [`reset_peak`]).
-fn status_bytes(key: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{key} in kB"));
-    kib * 1024
-}
-
-/// Start measuring the peak RSS anew (Linux `clear_refs`, value 5).
-fn reset_peak() {
-    std::fs::write("/proc/self/clear_refs", "5").expect("the peak RSS can be reset");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gib_response_is_cut_at_the_cap_with_guest_and_host_memory_bounded() {
@@ -55,11 +38,7 @@ async fn a_gib_response_is_cut_at_the_cap_with_guest_and_host_memory_bounded() {
     let peak = status_bytes("VmHWM");
     let above = peak.saturating_sub(before);
     println!("{message}; rss {before} bytes, peak {peak} (+{above})");
-    let read: u64 = message
-        .strip_prefix("after ")
-        .and_then(|rest| rest.split_once(' '))
-        .and_then(|(bytes, _)| bytes.parse().ok())
-        .unwrap_or_else(|| panic!("the failure says how much was read: {message}"));
+    let read = bytes_read(&message);
     assert!(
         read > CAP - MIB && read <= CAP,
         "the guest read up to the cap of {CAP} bytes of the {GIB}, and no more: {message}"

@@ -9,6 +9,7 @@
 use wasmtime::StoreContextMut;
 use wasmtime::component::{ComponentType, Linker, Lower, WasmStr};
 
+use super::host_api;
 use super::store::JobState;
 
 /// The interface's name and version as guests import it.
@@ -44,16 +45,8 @@ pub(super) fn add_to_linker(linker: &mut Linker<JobState>) -> wasmtime::Result<(
     Ok(())
 }
 
-fn charge(store: &mut Store<'_>) -> wasmtime::Result<()> {
-    let state = store.data_mut();
-    state
-        .spent
-        .call()
-        .map_err(|exceeded| state.spent.overrun(exceeded))
-}
-
 fn get(mut store: Store<'_>, key: &WasmStr) -> wasmtime::Result<Option<String>> {
-    charge(&mut store)?;
+    host_api::call(&mut store)?;
     let key = key.to_str(&store)?;
     if key.len() > KEY_MAX {
         return Ok(None);
@@ -65,7 +58,7 @@ fn get(mut store: Store<'_>, key: &WasmStr) -> wasmtime::Result<Option<String>> 
 }
 
 fn get_all(mut store: Store<'_>) -> wasmtime::Result<Vec<(String, String)>> {
-    charge(&mut store)?;
+    host_api::call(&mut store)?;
     let Some(grants) = store.data().grants.plugin_grants() else {
         return Ok(Vec::new());
     };

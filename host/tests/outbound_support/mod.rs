@@ -236,3 +236,13 @@ pub fn failure(outcome: Outcome) -> String {
         other => panic!("the fetch must fail retryably, got {other:?}"),
     }
 }
+
+/// How many body bytes the guest read before its fetch failed, from the failure's
+/// `after N bytes of the body: ...`.
+pub fn bytes_read(message: &str) -> u64 {
+    message
+        .strip_prefix("after ")
+        .and_then(|rest| rest.split_once(' '))
+        .and_then(|(bytes, _)| bytes.parse().ok())
+        .unwrap_or_else(|| panic!("the failure says how much was read: {message}"))
+}
