@@ -11,6 +11,7 @@
 
 mod amqp;
 mod cpu;
+mod http;
 mod memory;
 mod metered;
 mod peer;
@@ -47,6 +48,8 @@ enum Command {
     Reload(Options),
     /// Memory use and start time.
     Resources(Options),
+    /// Outbound HTTP through a plugin against the same local server called natively.
+    Http(Options),
     /// Internal: measure RSS in a fresh process and print it as JSON.
     #[command(hide = true)]
     RssProbe,
@@ -74,6 +77,8 @@ pub(crate) struct Sizes {
     pub(crate) retry_jobs: usize,
     pub(crate) reload_swaps: usize,
     pub(crate) starts: usize,
+    /// Requests of the outbound HTTP scenario, each way.
+    pub(crate) http_requests: usize,
     /// Rounds of the RabbitMQ throughput scenario.
     pub(crate) rounds: usize,
     pub(crate) amqp_url: String,
@@ -87,12 +92,14 @@ impl Sizes {
         } else {
             (20_000, 20_000, 10_000, 20, 3, 3)
         };
+        let http_requests = if options.quick { 200 } else { 5_000 };
         Self {
             memory_jobs,
             rabbit_jobs,
             retry_jobs,
             reload_swaps,
             starts,
+            http_requests,
             rounds,
             amqp_url: options.amqp_url.clone(),
         }
@@ -110,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Retries(options) => (options, &[Scenario::Retries]),
         Command::Reload(options) => (options, &[Scenario::Reload]),
         Command::Resources(options) => (options, &[Scenario::Resources]),
+        Command::Http(options) => (options, &[Scenario::Http]),
     };
     let sizes = Sizes::of(&options);
     let mut report = Report::default();
@@ -128,15 +136,17 @@ enum Scenario {
     Retries,
     Reload,
     Resources,
+    Http,
 }
 
 impl Scenario {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 6] = [
         Self::Memory,
         Self::Rabbitmq,
         Self::Retries,
         Self::Reload,
         Self::Resources,
+        Self::Http,
     ];
 
     async fn run(self, sizes: &Sizes) -> anyhow::Result<Report> {
@@ -146,6 +156,7 @@ impl Scenario {
             Self::Retries => retries::run(sizes).await,
             Self::Reload => reload::run(sizes).await,
             Self::Resources => resources::run(sizes).await,
+            Self::Http => http::run(sizes).await,
         }
     }
 }

@@ -9,6 +9,9 @@
 //!   plugin could also drop native code), so a restart does not recompile unchanged plugins.
 //! - The admin API's `GET /metrics` serves the worker's [`WorkerConfig::metrics`], which
 //!   the loader (plugin loads) and the engine (pool use) count into as well.
+//! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
+//!   refused file stops the start) and then watched with the plugins; the admin API shows
+//!   the grants in force.
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
 //!   period); `run` returns once all of them are done.
 
@@ -21,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::admin::{self, AdminAccess, AdminBackend, AdminState};
+use crate::grants::{Grants, GrantsError};
 use crate::plugin::{Engine, EngineConfig, EngineError};
 use crate::reload::{self, Loader};
 use crate::worker::{Plugins, Worker, WorkerConfig};
@@ -33,6 +37,10 @@ pub const DEMO_JOBS: &str = "demo-jobs.jsonl";
 pub struct HostConfig {
     /// The directory of `*.wasm` plugins, loaded and then watched.
     pub plugin_dir: PathBuf,
+    /// The grants file (see [`crate::grants`]), read before the plugins load and then
+    /// watched; the CLI's default is `jobhost.toml` in the plugin directory. A missing file
+    /// grants nothing.
+    pub grants_file: PathBuf,
     /// The worker's settings.
     pub worker: WorkerConfig,
     /// The engine's settings, its compiled-plugin cache included.
@@ -60,6 +68,9 @@ pub enum HostError {
     /// the cache directory), so it is not also a `source()` that a chain would repeat.
     #[error("{0}")]
     Engine(EngineError),
+    /// The grants file is refused; its message names the file and the line.
+    #[error(transparent)]
+    Grants(#[from] GrantsError),
 }
 
 /// Run a host on `backend`, serving the admin API on `admin`, until `shutdown`.
@@ -76,11 +87,22 @@ pub async fn run<B: AdminBackend>(
         path: config.plugin_dir.clone(),
         cause,
     })?;
+    let grants = Grants::load(&config.grants_file)?;
+    let granted = grants.plugins().count();
+    match std::fs::exists(&config.grants_file) {
+        Ok(true) => info!(file = %config.grants_file.display(), plugins = granted, "grants loaded"),
+        _ => {
+            info!(file = %config.grants_file.display(), "no grants file: plugins are granted nothing beyond the sandbox")
+        }
+    }
     let engine = Engine::new(config.engine).map_err(HostError::Engine)?;
+    engine.grants().replace(grants);
     let metrics = config.worker.metrics.clone();
     metrics.watch_pool(&engine);
     let plugins = Plugins::new();
-    let loader = Loader::new(engine, plugins.clone()).counting(metrics.clone());
+    let loader = Loader::new(engine.clone(), plugins.clone())
+        .counting(metrics.clone())
+        .granting(config.grants_file.clone());
     // Each load ends within the engine's load deadline; shutdown need not wait for them.
     let loaded = tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
@@ -110,6 +132,7 @@ pub async fn run<B: AdminBackend>(
         granularity: config.worker.retry_granularity,
         access: config.admin,
         metrics,
+        grants: engine.grants().clone(),
     };
     let addr = admin
         .local_addr()

@@ -3,6 +3,8 @@
 //! # Table of contents
 //! - [`app`]: a running host: plugin directory, hot reload, worker and admin API together.
 //! - [`admin`]: the local admin HTTP API (server and client) that the CLI talks to.
+//! - [`grants`]: what the operator grants each plugin in `jobhost.toml`: outbound origins,
+//!   limits, config values and secrets.
 //! - [`envelope`]: the JSON envelope every job travels in, shared with the `queuey` crate.
 //! - [`broker`]: the [`broker::Backend`] seam, RabbitMQ and the embedded memory backend.
 //! - [`job`]: the job vocabulary: manifests, invocations and their outcomes.
@@ -19,7 +21,7 @@
 //! # Features
 //! | feature | what it adds |
 //! |---|---|
-//! | `tls` | `amqps://` to the broker through rustls |
+//! | `tls` | `amqps://` to the broker, and `https://` outbound requests of plugins, through rustls |
 //! | `testing` | the [`testing`] harness, for the tests of this workspace and of embedders |
 
 #![warn(missing_docs)]
@@ -28,6 +30,7 @@ pub mod admin;
 pub mod app;
 pub mod broker;
 pub mod envelope;
+pub mod grants;
 pub mod job;
 pub mod metrics;
 pub mod plugin;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use jobhost::admin::{self, AdminAccess, AdminClient, AdminState, ClientError, MAX_DEAD_LIMIT};
 use jobhost::broker::MemoryBackend;
+use jobhost::grants::SharedGrants;
 use jobhost::metrics::Metrics;
 use jobhost::policy::Granularity;
 use jobhost::worker::Plugins;
@@ -39,6 +40,7 @@ async fn api() -> Api {
         granularity: Granularity::default(),
         access: AdminAccess::new(TOKEN, "127.0.0.1:0", bound),
         metrics: Metrics::new(),
+        grants: SharedGrants::default(),
     };
     let stop = CancellationToken::new();
     tokio::spawn(admin::serve(listener, state, stop.clone()));

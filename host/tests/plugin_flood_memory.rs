@@ -7,6 +7,7 @@ mod plugin_support;
 
 use jobhost::job::Outcome;
 use plugin_support::floods::{FLOODS, flood};
+use plugin_support::{reset_peak, status_bytes};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -22,23 +23,6 @@ const RSS_GROWTH_BOUND: u64 = 8 * MIB;
 /// host's RSS; measured peak about 20 MiB above the baseline. A host copy of it, as
 /// lifting the argument into a `String` made, would add another 16 MiB.
 const PEAK_BOUND: u64 = 28 * MIB;
-
-/// A size of this process from `/proc/self/status`: `VmRSS` (resident now) or `VmHWM`
-/// (the peak since the last [`reset_peak`]).
-fn status_bytes(key: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{key} in kB"));
-    kib * 1024
-}
-
-/// Start measuring the peak RSS anew (Linux `clear_refs`, value 5).
-fn reset_peak() {
-    std::fs::write("/proc/self/clear_refs", "5").expect("the peak RSS can be reset");
-}
 
 async fn every_flood() {
     for (mode, _) in FLOODS {

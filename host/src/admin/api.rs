@@ -9,7 +9,9 @@ use jobhost_sdk::{Backoff, QueueConfig, RetryPolicy};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub use super::grants_view::{GrantsView, SecretView};
 use crate::envelope::Envelope;
+use crate::grants::Grants;
 use crate::job::JobSpec;
 use crate::worker::{Registry, Route, Unit};
 
@@ -37,20 +39,27 @@ pub struct PluginView {
     pub queues: Vec<QueueView>,
     /// The job types it serves, with their effective policies.
     pub jobs: Vec<JobView>,
+    /// What the grants file grants it; `None` when the file has no section for it, so it is
+    /// granted nothing beyond the sandbox.
+    #[serde(default)]
+    pub grants: Option<GrantsView>,
 }
 
 impl PluginView {
-    /// Every plugin of `registry`, by file.
-    pub fn all(registry: &Registry) -> Vec<Self> {
+    /// Every plugin of `registry`, by file, with what `grants` grants it.
+    pub fn all(registry: &Registry, grants: &Grants) -> Vec<Self> {
         registry
             .units()
-            .map(|unit| Self::of(registry, unit))
+            .map(|unit| Self::of(registry, grants, unit))
             .collect()
     }
 
-    fn of(registry: &Registry, unit: &Unit) -> Self {
+    fn of(registry: &Registry, grants: &Grants, unit: &Unit) -> Self {
         let manifest = unit.manifest();
         Self {
+            grants: grants
+                .plugin(unit.name())
+                .map(|granted| GrantsView::from(&**granted)),
             name: unit.name().to_owned(),
             version: unit.version().to_owned(),
             file: unit.key().to_owned(),

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `GET /healthz` | [`Health`](api::Health) |
 //! | `GET /metrics` | Prometheus text ([`Metrics`](crate::metrics::Metrics)) |
-//! | `GET /plugins` | [`PluginView`](api::PluginView)s with effective policies |
+//! | `GET /plugins` | [`PluginView`](api::PluginView)s with effective policies and grants (never a secret's value) |
 //! | `GET /policy/{job_type}` | [`PolicyReport`](api::PolicyReport) with its wait schedule |
 //! | `POST /jobs` | [`EnqueueRequest`](api::EnqueueRequest) -> [`Enqueued`](api::Enqueued) |
 //! | `GET /dead/{queue}?limit=N` | [`DeadLetterView`](api::DeadLetterView)s, oldest first |
@@ -30,6 +30,7 @@ mod access;
 pub mod api;
 mod client;
 mod dead;
+mod grants_view;
 mod jobs;
 mod server;
 

@@ -21,6 +21,7 @@ use super::api::{
 use super::dead::AdminBackend;
 use super::jobs::enqueue;
 use crate::broker::BrokerError;
+use crate::grants::SharedGrants;
 use crate::metrics::{self, Metrics};
 use crate::policy::Granularity;
 use crate::worker::Plugins;
@@ -44,6 +45,8 @@ pub struct AdminState<B> {
     pub access: AdminAccess,
     /// What `GET /metrics` serves: the metrics the worker and the loader count into.
     pub metrics: Metrics,
+    /// The grants in force, shown with each plugin.
+    pub grants: SharedGrants,
 }
 
 /// The routes: `GET /healthz`, `GET /metrics`, `GET /plugins`, `GET /policy/{job_type}`,
@@ -93,7 +96,10 @@ async fn scrape<B: AdminBackend>(State(state): Shared<B>) -> impl IntoResponse {
 }
 
 async fn plugins<B: AdminBackend>(State(state): Shared<B>) -> Json<Vec<PluginView>> {
-    Json(PluginView::all(&state.plugins.current()))
+    Json(PluginView::all(
+        &state.plugins.current(),
+        &state.grants.current(),
+    ))
 }
 
 async fn policy<B: AdminBackend>(

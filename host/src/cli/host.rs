@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use jobhost::admin::AdminAccess;
 use jobhost::app::{self, DEMO_JOBS, HostConfig};
 use jobhost::broker::{MemoryBackend, RabbitMqBackend, RabbitMqOptions};
+use jobhost::grants;
 use jobhost::metrics::Metrics;
 use jobhost::plugin::EngineConfig;
 use jobhost::policy::Granularity;
@@ -69,6 +70,10 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
     let metrics = Metrics::new();
     let config = HostConfig {
         plugin_dir: dir.clone(),
+        grants_file: args
+            .config
+            .clone()
+            .unwrap_or_else(|| dir.join(grants::FILE_NAME)),
         worker: WorkerConfig {
             metrics: metrics.clone(),
             concurrency: args.concurrency as usize,

@@ -78,6 +78,11 @@ struct PluginDirArg {
 struct HostArgs {
     #[command(flatten)]
     plugins: PluginDirArg,
+    /// The grants file: outbound origins, limits, config values and secrets per plugin;
+    /// default `jobhost.toml` in the plugin directory. Watched and reloaded with the
+    /// plugins; no file grants nothing.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     #[command(flatten)]
     broker: BrokerArgs,
     /// Jobs running at once; the engine's instance pool is sized to fit.

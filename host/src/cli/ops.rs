@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use jobhost::admin::api::{
-    BackoffView, DeadLetterView, EnqueueRequest, PluginView, PolicyReport, PolicyView, millis,
+    BackoffView, DeadLetterView, EnqueueRequest, GrantsView, PluginView, PolicyReport, PolicyView,
+    millis,
 };
 use jobhost::admin::{self, AdminBackend, AdminClient};
 use jobhost::broker::{RabbitMqBackend, RabbitMqOptions};
@@ -131,9 +132,42 @@ fn print_plugin(plugin: &PluginView) {
         })
         .collect();
     println!(
-        "{}\n",
+        "{}",
         render(&["Job type", "Queue", "Effective policy", "From"], &jobs)
     );
+    println!("{}\n", grants(plugin.grants.as_ref()));
+}
+
+/// A plugin's grants: origins, limits, and the names (never the values) of its config
+/// values and secrets.
+fn grants(grants: Option<&GrantsView>) -> String {
+    let Some(grants) = grants else {
+        return "Grants: none (no section for it in the grants file): no outbound requests, \
+                no config values, no secrets"
+            .to_owned();
+    };
+    let list = |items: Vec<String>| {
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    let secrets = grants
+        .secrets
+        .iter()
+        .map(|s| format!("{} ({} {})", s.key, s.source, s.from))
+        .collect();
+    format!(
+        "Grants: outbound to {}\n        at most {} requests at once, {} bytes per response, \
+         {} per request\n        config keys: {}; secrets: {}",
+        list(grants.allowed_outbound_hosts.clone()),
+        grants.max_concurrent_requests,
+        grants.max_response_bytes,
+        duration(grants.request_timeout_ms),
+        list(grants.config_keys.clone()),
+        list(secrets),
+    )
 }
 
 /// `3 attempts, exponential 1s..300s x2, jitter`.

@@ -28,9 +28,10 @@ use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationCon
 use super::budget::HostCallBudget;
 use super::cache::ArtifactCache;
 use super::error::{EngineError, LoadError};
-use super::host_api;
 use super::load::{self, Plugin};
 use super::store::JobState;
+use super::{config_store, host_api};
+use crate::grants::SharedGrants;
 
 /// How often the epoch advances: the granularity of timeouts and of a spinning guest's
 /// yields to the async runtime.
@@ -109,6 +110,8 @@ pub(super) struct EngineInner {
     /// The compiled-artifact cache, when [`EngineConfig::cache_dir`] names one.
     pub(super) cache: Option<ArtifactCache>,
     pub(super) compilations: AtomicU64,
+    /// What the operator grants each plugin; each job reads them when it starts.
+    pub(super) grants: SharedGrants,
 }
 
 impl fmt::Debug for Engine {
@@ -138,6 +141,11 @@ impl Engine {
         let mut linker = Linker::new(&wasmtime);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasmtime_error)?;
         host_api::add_to_linker(&mut linker).map_err(wasmtime_error)?;
+        // Linked for every plugin, used only by those that import them: a plugin without
+        // grants still links, and its requests fail with the refusal that names the grant.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(wasmtime_error)?;
+        config_store::add_to_linker(&mut linker).map_err(wasmtime_error)?;
         let cache = config
             .cache_dir
             .as_deref()
@@ -155,6 +163,7 @@ impl Engine {
             config,
             cache,
             compilations: AtomicU64::new(0),
+            grants: SharedGrants::default(),
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -192,6 +201,12 @@ impl Engine {
         let jobs = (inner.config.max_instances as usize - 1)
             .saturating_sub(inner.job_permits.available_permits());
         jobs + 1usize.saturating_sub(inner.load_permit.available_permits())
+    }
+
+    /// What the operator grants each plugin: none until [`SharedGrants::replace`] puts the
+    /// grants file's in force; each job takes the grants in force when it starts.
+    pub fn grants(&self) -> &SharedGrants {
+        &self.inner.grants
     }
 
     /// How many plugins this engine compiled, as opposed to fetched from the cache.

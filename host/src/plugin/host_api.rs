@@ -45,8 +45,8 @@ pub(super) fn add_to_linker(linker: &mut Linker<JobState>) -> wasmtime::Result<(
     Ok(())
 }
 
-/// Charge one host call; every import starts here.
-fn call(store: &mut Store<'_>) -> wasmtime::Result<()> {
+/// Charge one host call; every import starts here (`wasi:config/store`'s too).
+pub(super) fn call(store: &mut Store<'_>) -> wasmtime::Result<()> {
     let state = store.data_mut();
     state
         .spent

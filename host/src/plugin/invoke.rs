@@ -13,6 +13,7 @@
 //!    job's log.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jobhost_sdk::JobError;
@@ -21,7 +22,7 @@ use super::bindings::types as wit;
 use super::engine::BACKSTOP_GRACE;
 use super::guest_log::LogTags;
 use super::load::Plugin;
-use super::store::{new_store, timed_out};
+use super::store::{StoreSetup, new_store, timed_out};
 use crate::job::{Invocation, Outcome};
 use crate::text::{self, REASON_MAX};
 
@@ -52,9 +53,14 @@ impl Plugin {
         let mut store = new_store(
             &engine.wasmtime,
             tags,
-            engine.config.memory_limit,
-            job.timeout,
-            engine.config.host_calls.clone(),
+            StoreSetup {
+                memory_cap: engine.config.memory_limit,
+                timeout: job.timeout,
+                budget: engine.config.host_calls.clone(),
+                plugin: Arc::clone(&inner.name),
+                job_id: job.job_id,
+                grants: engine.grants.current(),
+            },
         );
         let context = wit::JobContext {
             job_id: job.job_id.to_string(),

@@ -32,8 +32,9 @@ use super::engine::{BACKSTOP_GRACE, Engine};
 use super::error::LoadError;
 use super::guest_log::LogTags;
 use super::manifest;
-use super::store::{JobState, new_store};
+use super::store::{JobState, StoreSetup, new_store};
 use super::watchdog::Watchdog;
+use crate::grants::Grants;
 use crate::job::Manifest;
 
 macro_rules! wit_version {
@@ -212,12 +213,18 @@ fn read_manifest(
         .expect("the load semaphore is never closed");
     let plugin: Arc<str> = origin.display().to_string().into();
     let tags = LogTags::new(&plugin, "manifest", Uuid::nil(), 0);
+    // The manifest call is granted nothing: a plugin's grants are for its jobs.
     let mut store = new_store(
         &inner.wasmtime,
         tags,
-        config.memory_limit,
-        timeout,
-        config.host_calls.clone(),
+        StoreSetup {
+            memory_cap: config.memory_limit,
+            timeout,
+            budget: config.host_calls.clone(),
+            grants: Arc::new(Grants::none(crate::grants::FILE_NAME)),
+            plugin,
+            job_id: Uuid::nil(),
+        },
     );
     let watchdog =
         Watchdog::start(timeout + BACKSTOP_GRACE).map_err(|err| LoadError::ManifestCall {

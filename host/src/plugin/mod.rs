@@ -12,6 +12,9 @@
 //!   with the engine's memory cap and the invocation's timeout, and never fails: traps,
 //!   panics, timeouts and the memory cap are [`Outcome::Crashed`].
 //! - The sandbox grants nothing beyond the contract: no files, no environment, no sockets.
+//!   What the operator grants a plugin in the grants file ([`crate::grants`]) comes through
+//!   `wasi:http` (outbound requests to granted origins, within its limits) and
+//!   `wasi:config/store` (its config values and secrets), read per job when it starts.
 //!   Guest logs and stdout/stderr lines become `tracing` events (target `jobhost::guest`)
 //!   tagged with plugin, job type, job id and attempt.
 //! - Follow-up jobs a handler enqueues are returned in [`Outcome::Completed`]; the worker
@@ -26,6 +29,8 @@
 //! - `store`, `host_api`, `guest_log`: the per-job store data and limits, the imports a
 //!   guest calls, and where its output goes.
 //! - [`budget`](HostCallBudget): what a job may hand the host, counted before it is copied.
+//! - `outbound`: `wasi:http` under the grants: the check, the checked connection, the
+//!   limits; `config_store`: `wasi:config/store`.
 //!
 //! [`Invocation`]: crate::job::Invocation
 //! [`Outcome`]: crate::job::Outcome
@@ -36,6 +41,7 @@
 mod bindings;
 mod budget;
 mod cache;
+mod config_store;
 mod engine;
 mod error;
 mod guest_log;
@@ -43,6 +49,7 @@ mod host_api;
 mod invoke;
 mod load;
 mod manifest;
+mod outbound;
 mod store;
 mod watchdog;
 

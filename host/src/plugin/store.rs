@@ -7,13 +7,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use uuid::Uuid;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::budget::{HostCallBudget, Spent};
 use super::engine::MIB;
 use super::guest_log::{GuestStdio, LogSink, LogTags, Stdio};
+use super::outbound::JobGrants;
+use crate::grants::Grants;
 use crate::job::FollowUp;
 use crate::text::{self, REASON_MAX};
 
@@ -21,8 +25,11 @@ use crate::text::{self, REASON_MAX};
 /// guest reported through the host imports.
 pub(super) struct JobState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
     table: ResourceTable,
     limits: JobLimits,
+    /// What the operator grants the job's plugin: outbound HTTP, config values, secrets.
+    pub(super) grants: JobGrants,
     deadline: Instant,
     pub(super) log: Arc<LogSink>,
     /// What the guest has spent of its host-call budget.
@@ -84,6 +91,16 @@ pub(super) fn timed_out(timeout: Duration) -> String {
     format!("job timed out after {timeout:?}")
 }
 
+impl WasiHttpView for JobState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.grants,
+        }
+    }
+}
+
 impl WasiView for JobState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -93,19 +110,39 @@ impl WasiView for JobState {
     }
 }
 
-/// A fresh store for one call, limited to `memory_cap` bytes per memory, `timeout` of
-/// wall time and `budget` of host calls.
+/// What one call into a guest may use: bytes per memory, wall time, host calls, and what
+/// the operator grants its plugin.
+pub(super) struct StoreSetup {
+    pub(super) memory_cap: usize,
+    pub(super) timeout: Duration,
+    pub(super) budget: HostCallBudget,
+    /// The plugin's name as its manifest gives it, which its grants are filed under.
+    pub(super) plugin: Arc<str>,
+    pub(super) job_id: Uuid,
+    /// The grants in force when the call starts.
+    pub(super) grants: Arc<Grants>,
+}
+
+/// A fresh store for one call, set up as `setup` says.
 ///
-/// The sandbox grants nothing: no preopened directories, no environment, no arguments, no
-/// sockets, stdin closed; stdout and stderr go to the job's log. Clocks and randomness are
-/// the only WASI capabilities left, as every `wasm32-wasip2` program needs them.
+/// The sandbox grants nothing else: no preopened directories, no environment, no
+/// arguments, no sockets, stdin closed; stdout and stderr go to the job's log. Clocks and
+/// randomness are the only WASI capabilities left, as every `wasm32-wasip2` program needs
+/// them; outbound HTTP goes through `wasi:http` and the grants, never through sockets.
 pub(super) fn new_store(
     engine: &wasmtime::Engine,
     tags: LogTags,
-    memory_cap: usize,
-    timeout: Duration,
-    budget: HostCallBudget,
+    setup: StoreSetup,
 ) -> Store<JobState> {
+    let StoreSetup {
+        memory_cap,
+        timeout,
+        budget,
+        plugin,
+        job_id,
+        grants,
+    } = setup;
+    let deadline = Instant::now() + timeout;
     let log = LogSink::new(tags, budget.log_bytes);
     let wasi = WasiCtx::builder()
         .stdout(GuestStdio::new(Arc::clone(&log), Stdio::Stdout))
@@ -120,13 +157,15 @@ pub(super) fn new_store(
         .build();
     let state = JobState {
         wasi,
+        http: WasiHttpCtx::new(),
         table: ResourceTable::new(),
+        grants: JobGrants::new(plugin, job_id, grants, deadline),
         limits: JobLimits {
             limits,
             memory_cap,
             memory_cap_hit: false,
         },
-        deadline: Instant::now() + timeout,
+        deadline,
         log,
         spent: Spent::new(budget),
         follow_ups: Vec::new(),

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tracing::{error, info};
 
+use crate::grants::{Grants, GrantsError};
 use crate::metrics::{LoadOutcome, Metrics};
 use crate::plugin::{Engine, LoadError, Plugin};
 use crate::worker::{Handler, Plugins, RegistryError, Unit};
@@ -88,6 +89,7 @@ pub struct Loader {
     plugins: Plugins,
     wrap: Option<WrapHandler>,
     metrics: Metrics,
+    grants_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for Loader {
@@ -108,6 +110,40 @@ impl Loader {
             plugins,
             wrap: None,
             metrics: Metrics::default(),
+            grants_file: None,
+        }
+    }
+
+    /// The same loader, reading the engine's grants from `file` (see [`crate::grants`]).
+    pub fn granting(self, file: PathBuf) -> Self {
+        Self {
+            grants_file: Some(file),
+            ..self
+        }
+    }
+
+    /// The grants file it reads, if any.
+    pub fn grants_file(&self) -> Option<&Path> {
+        self.grants_file.as_deref()
+    }
+
+    /// Read the grants file again and put its grants in force for the jobs that start from
+    /// now on; a file that is refused is logged, and the grants in force stay.
+    pub fn reload_grants(&self) -> Result<(), GrantsError> {
+        let Some(file) = &self.grants_file else {
+            return Ok(());
+        };
+        match Grants::load(file) {
+            Ok(grants) => {
+                let plugins = grants.plugins().count();
+                self.engine.grants().replace(grants);
+                info!(file = %file.display(), plugins, "grants loaded");
+                Ok(())
+            }
+            Err(err) => {
+                error!(error = %err, "grants file refused; the grants in force stay");
+                Err(err)
+            }
         }
     }
 

@@ -1,4 +1,4 @@
-//! Watching the plugin directory, debounced per file.
+//! Watching the plugin directory and the grants file, debounced per file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,10 +27,16 @@ pub fn is_edit(kind: &EventKind) -> bool {
 }
 
 /// Watch `dir` until `shutdown`, syncing each `*.wasm` that changed once it has been quiet
-/// for [`QUIET_PERIOD`], or at once when it was renamed into place. Returns at `shutdown`
-/// even while a load is running.
+/// for [`QUIET_PERIOD`], or at once when it was renamed into place; and the loader's grants
+/// file, wherever it is, reloading it the same way. Returns at `shutdown` even while a
+/// load is running.
 pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> notify::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<(PathBuf, Duration)>();
+    let grants_file = loader.grants_file().map(canonical_file);
+    let watched = Watched {
+        dir: dir.to_owned(),
+        grants_file: grants_file.clone(),
+    };
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
             Ok(event) if is_edit(&event.kind) => {
@@ -40,7 +46,7 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
                     EventKind::Modify(ModifyKind::Name(_)) => Duration::ZERO,
                     _ => QUIET_PERIOD,
                 };
-                for path in event.paths.into_iter().filter(|p| is_plugin_file(p)) {
+                for path in event.paths.into_iter().filter(|p| watched.wants(p)) {
                     // The receiver is gone only after shutdown, when events no longer matter.
                     let _ = tx.send((path, quiet));
                 }
@@ -50,6 +56,13 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
         })?;
     watcher.watch(dir, RecursiveMode::NonRecursive)?;
     info!(dir = %dir.display(), "watching the plugin directory for changes");
+    // A grants file elsewhere is watched through its directory, so that replacing it (as
+    // editors and deploys do) is seen too.
+    if let Some(parent) = grants_file.as_deref().and_then(Path::parent)
+        && parent != dir
+    {
+        watcher.watch(parent, RecursiveMode::NonRecursive)?;
+    }
     let mut due: HashMap<PathBuf, Instant> = HashMap::new();
     loop {
         let next = due.values().min().copied();
@@ -66,6 +79,11 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
                     // The outcome is logged by sync; a refusal leaves the old version serving.
                     // Shutdown does not wait for a load: the abandoned load ends by itself at
                     // the engine's load deadline.
+                    if grants_file.as_ref() == Some(&path) {
+                        // Refusals are logged by the reload; the grants in force stay.
+                        let _ = loader.reload_grants();
+                        continue;
+                    }
                     tokio::select! {
                         () = shutdown.cancelled() => return Ok(()),
                         _ = loader.sync(&path) => {}
@@ -73,6 +91,33 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
                 }
             }
         }
+    }
+}
+
+/// Which changed paths matter: plugins in the plugin directory, and the grants file.
+struct Watched {
+    dir: PathBuf,
+    grants_file: Option<PathBuf>,
+}
+
+impl Watched {
+    fn wants(&self, path: &Path) -> bool {
+        let plugin = is_plugin_file(path) && path.parent() == Some(self.dir.as_path());
+        plugin || self.grants_file.as_deref() == Some(path)
+    }
+}
+
+/// `file` with its directory made canonical, as the watcher reports paths; the file itself
+/// may not exist yet.
+fn canonical_file(file: &Path) -> PathBuf {
+    let parent = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_owned());
+    match file.file_name() {
+        Some(name) => parent.join(name),
+        None => parent,
     }
 }
 

@@ -162,6 +162,11 @@ impl Host {
         })
     }
 
+    /// Every line the host logged so far.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.lines.all()
+    }
+
     /// How many lines the host logged so far.
     pub fn line_count(&self) -> usize {
         self.lines.all().len()

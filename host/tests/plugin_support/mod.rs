@@ -95,3 +95,20 @@ pub fn invocation<'a>(job_type: &'a str, payload: &'a [u8]) -> Invocation<'a> {
         timeout: Duration::from_secs(30),
     }
 }
+
+/// A size of this process from `/proc/self/status`: `VmRSS` (resident now) or `VmHWM`
+/// (the peak since the last [`reset_peak`]).
+pub fn status_bytes(key: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{key} in kB"));
+    kib * 1024
+}
+
+/// Start measuring the peak RSS anew (Linux `clear_refs`, value 5).
+pub fn reset_peak() {
+    std::fs::write("/proc/self/clear_refs", "5").expect("the peak RSS can be reset");
+}

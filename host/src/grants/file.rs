@@ -1,0 +1,339 @@
+//! Parsing `jobhost.toml`: serde for the shape, then each entry checked with its line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use tokio::sync::Semaphore;
+use toml::Spanned;
+
+use super::origin::OriginPattern;
+use super::secret::{Secret, SecretSource};
+use super::{Grants, GrantsError, PluginGrants, Value};
+
+/// The most bytes a secret file may hold: a key or a token, not a data set.
+const SECRET_FILE_MAX: u64 = 64 * 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Document {
+    #[serde(default)]
+    plugins: BTreeMap<String, PluginSection>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PluginSection {
+    #[serde(default)]
+    allowed_outbound_hosts: Vec<Spanned<String>>,
+    max_concurrent_requests: Option<Spanned<u64>>,
+    max_response_bytes: Option<Spanned<u64>>,
+    request_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    config: BTreeMap<String, String>,
+    #[serde(default)]
+    secrets: BTreeMap<String, Spanned<SecretEntry>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretEntry {
+    env: Option<String>,
+    file: Option<String>,
+}
+
+/// Reports errors with the line of a span of the file's text.
+struct Lines<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Lines<'_> {
+    fn error(&self, span: std::ops::Range<usize>, reason: impl Into<String>) -> GrantsError {
+        let start = span.start.min(self.text.len());
+        GrantsError::Invalid {
+            file: self.file.to_owned(),
+            line: self.text[..start].matches('\n').count() + 1,
+            reason: reason.into(),
+        }
+    }
+}
+
+pub(super) fn parse(file: &Path, text: &str) -> Result<Grants, GrantsError> {
+    let lines = Lines { file, text };
+    let document: Document = toml::from_str(text)
+        .map_err(|err| lines.error(err.span().unwrap_or(0..0), err.message()))?;
+    let mut plugins = BTreeMap::new();
+    for (name, section) in document.plugins {
+        let grants = plugin(&lines, &name, section)?;
+        plugins.insert(name, Arc::new(grants));
+    }
+    Ok(Grants {
+        file: file.to_owned(),
+        plugins,
+    })
+}
+
+fn plugin(
+    lines: &Lines<'_>,
+    name: &str,
+    section: PluginSection,
+) -> Result<PluginGrants, GrantsError> {
+    let defaults = PluginGrants::empty();
+    let allowed_outbound_hosts = section
+        .allowed_outbound_hosts
+        .iter()
+        .map(|grant| {
+            OriginPattern::parse(grant.get_ref()).map_err(|reason| {
+                lines.error(
+                    grant.span(),
+                    format!("allowed outbound host `{}`: {reason}", grant.get_ref()),
+                )
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let max_concurrent_requests = match section.max_concurrent_requests {
+        None => defaults.max_concurrent_requests,
+        Some(n) => usize::try_from(*n.get_ref())
+            .ok()
+            .filter(|n| (1..=Semaphore::MAX_PERMITS).contains(n))
+            .ok_or_else(|| {
+                lines.error(
+                    n.span(),
+                    format!(
+                        "max_concurrent_requests is {}; it must be at least 1",
+                        n.get_ref()
+                    ),
+                )
+            })?,
+    };
+    let max_response_bytes = match section.max_response_bytes {
+        None => defaults.max_response_bytes,
+        Some(n) if *n.get_ref() == 0 => {
+            return Err(lines.error(n.span(), "max_response_bytes is 0; it must be at least 1"));
+        }
+        Some(n) => *n.get_ref(),
+    };
+    let request_timeout = match section.request_timeout {
+        None => defaults.request_timeout,
+        Some(timeout) => jobhost_sdk::parse_duration(timeout.get_ref()).map_err(|err| {
+            lines.error(
+                timeout.span(),
+                format!("request_timeout `{}`: {err}", timeout.get_ref()),
+            )
+        })?,
+    };
+    let values = values(lines, name, section.config, section.secrets)?;
+    Ok(PluginGrants {
+        allowed_outbound_hosts,
+        max_concurrent_requests,
+        max_response_bytes,
+        request_timeout,
+        values,
+        requests: Arc::new(Semaphore::new(max_concurrent_requests)),
+    })
+}
+
+fn values(
+    lines: &Lines<'_>,
+    plugin: &str,
+    config: BTreeMap<String, String>,
+    secrets: BTreeMap<String, Spanned<SecretEntry>>,
+) -> Result<BTreeMap<String, Value>, GrantsError> {
+    let mut values: BTreeMap<String, Value> = config
+        .into_iter()
+        .map(|(key, value)| (key, Value::Config(value)))
+        .collect();
+    for (key, entry) in secrets {
+        let entry_span = entry.span();
+        if values.contains_key(&key) {
+            return Err(lines.error(
+                entry_span,
+                format!(
+                    "`{key}` of plugin `{plugin}` is both a config value and a secret; config \
+                     values and secrets share one key space"
+                ),
+            ));
+        }
+        let (value, source) = read_secret(lines, &key, entry.into_inner())
+            .map_err(|reason| lines.error(entry_span.clone(), reason))?;
+        values.insert(key, Value::Secret { value, source });
+    }
+    Ok(values)
+}
+
+/// The secret `key` from where `entry` says; the error names the source, never a value.
+fn read_secret(
+    lines: &Lines<'_>,
+    key: &str,
+    entry: SecretEntry,
+) -> Result<(Secret, SecretSource), String> {
+    match (entry.env, entry.file) {
+        (Some(name), None) => {
+            let value = std::env::var(&name)
+                .map_err(|err| format!("secret `{key}`: environment variable `{name}`: {err}"))?;
+            Ok((Secret::new(value), SecretSource::Env(name)))
+        }
+        (None, Some(path)) => {
+            let full = relative_to(lines.file, &path);
+            let value = read_secret_file(&full)
+                .map_err(|err| format!("secret `{key}`: file `{}`: {err}", full.display()))?;
+            Ok((Secret::new(value), SecretSource::File(path)))
+        }
+        _ => Err(format!(
+            "secret `{key}` must name exactly one source: {{ env = \"VAR\" }} or \
+             {{ file = \"path\" }}"
+        )),
+    }
+}
+
+/// `path` as written, or under the directory of the grants file when relative.
+fn relative_to(grants_file: &Path, path: &str) -> PathBuf {
+    let dir = grants_file.parent().unwrap_or(Path::new(""));
+    dir.join(path)
+}
+
+/// A secret file's text without its final line break, at most [`SECRET_FILE_MAX`] bytes.
+fn read_secret_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(SECRET_FILE_MAX + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > SECRET_FILE_MAX {
+        return Err(std::io::Error::other(format!(
+            "larger than {SECRET_FILE_MAX} bytes"
+        )));
+    }
+    let kept = text.trim_end_matches(['\n', '\r']).len();
+    text.truncate(kept);
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_text(text: &str) -> Result<Grants, GrantsError> {
+        parse(Path::new("plugins/jobhost.toml"), text)
+    }
+
+    fn error(text: &str) -> String {
+        parse_text(text).expect_err("invalid").to_string()
+    }
+
+    #[test]
+    fn a_section_gets_the_documented_defaults() {
+        let grants = parse_text("[plugins.webhook]\n").expect("valid");
+        let webhook = grants.plugin("webhook").expect("a section");
+        assert_eq!(webhook.max_concurrent_requests, 4);
+        assert_eq!(webhook.max_response_bytes, 10 * 1024 * 1024);
+        assert_eq!(webhook.request_timeout, std::time::Duration::from_secs(30));
+        assert!(webhook.allowed_outbound_hosts.is_empty());
+        assert!(grants.plugin("other").is_none());
+    }
+
+    #[test]
+    fn limits_config_values_and_secrets_are_read() {
+        // A variable every test process has, so the test sets none.
+        let path = std::env::var("PATH").expect("PATH is set");
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::write(dir.path().join("key.txt"), "from-a-file\n").expect("write");
+        let file = dir.path().join("jobhost.toml");
+        let text = "[plugins.webhook]\nmax_concurrent_requests = 2\nmax_response_bytes = 100\n\
+                    request_timeout = \"250ms\"\n[plugins.webhook.config]\nendpoint = \"http://x\"\n\
+                    [plugins.webhook.secrets]\nfrom_env = { env = \"PATH\" }\n\
+                    from_file = { file = \"key.txt\" }\n";
+        let grants = parse(&file, text).expect("valid");
+        let webhook = grants.plugin("webhook").expect("a section");
+        assert_eq!(webhook.max_concurrent_requests, 2);
+        assert_eq!(webhook.requests().available_permits(), 2);
+        assert_eq!(webhook.max_response_bytes, 100);
+        assert_eq!(
+            webhook.request_timeout,
+            std::time::Duration::from_millis(250)
+        );
+        assert_eq!(webhook.value("endpoint"), Some("http://x"));
+        assert_eq!(webhook.value("from_env"), Some(path.as_str()));
+        assert_eq!(
+            webhook.value("from_file"),
+            Some("from-a-file"),
+            "the final line break of a secret file is not part of the secret"
+        );
+        assert_eq!(webhook.value("missing"), None);
+        let shown = format!("{grants:?}");
+        assert!(
+            !shown.contains(&path) && !shown.contains("from-a-file"),
+            "Debug never shows a secret: {shown}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_with_its_file_and_line() {
+        let err = error("[plugins.webhook]\nallowed_outbound_hosts = []\nmax_requests = 3\n");
+        assert!(
+            err.starts_with("`plugins/jobhost.toml` line 3: unknown field `max_requests`"),
+            "{err}"
+        );
+        let err = error("plugin = 1\n");
+        assert!(err.contains("line 1: unknown field `plugin`"), "{err}");
+    }
+
+    #[test]
+    fn a_malformed_origin_is_refused_with_its_line() {
+        let err = error(
+            "[plugins.webhook]\nallowed_outbound_hosts = [\n  \"https://ok.example\",\n  \"hooks.example.com\",\n]\n",
+        );
+        assert_eq!(
+            err,
+            "`plugins/jobhost.toml` line 4: allowed outbound host `hooks.example.com`: it needs \
+             a scheme: `http://`, `https://` or `*://`"
+        );
+    }
+
+    #[test]
+    fn out_of_range_limits_and_bad_durations_are_refused() {
+        assert!(
+            error("[plugins.a]\nmax_concurrent_requests = 0\n")
+                .contains("line 2: max_concurrent_requests is 0")
+        );
+        assert!(
+            error("[plugins.a]\nmax_response_bytes = 0\n")
+                .contains("line 2: max_response_bytes is 0")
+        );
+        assert!(
+            error("[plugins.a]\nrequest_timeout = \"soon\"\n")
+                .contains("line 2: request_timeout `soon`")
+        );
+    }
+
+    #[test]
+    fn a_key_both_config_and_secret_is_refused() {
+        let err = error(
+            "[plugins.a.config]\ntoken = \"x\"\n[plugins.a.secrets]\ntoken = { env = \"HOME\" }\n",
+        );
+        assert!(
+            err.contains("line 4: `token` of plugin `a` is both a config value and a secret"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_secret_that_cannot_be_read_is_refused_naming_its_source() {
+        let err = error("[plugins.a.secrets]\nkey = { env = \"JOBHOST_GRANTS_TEST_NEVER_SET\" }\n");
+        assert!(
+            err.contains(
+                "line 2: secret `key`: environment variable `JOBHOST_GRANTS_TEST_NEVER_SET`"
+            ),
+            "{err}"
+        );
+        let err = error("[plugins.a.secrets]\nkey = { file = \"no-such-file\" }\n");
+        assert!(
+            err.contains("secret `key`: file `plugins/no-such-file`"),
+            "{err}"
+        );
+        let err = error("[plugins.a.secrets]\nkey = { env = \"A\", file = \"b\" }\n");
+        assert!(err.contains("must name exactly one source"), "{err}");
+    }
+}

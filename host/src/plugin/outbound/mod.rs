@@ -1,0 +1,138 @@
+//! A job's outbound HTTP (`wasi:http/outgoing-handler`) under the operator's grants.
+//!
+//! # Contract
+//! - Every request is checked against the plugin's grants when the guest sends it
+//!   ([`Grants::check`]); a refused request fails in the guest with
+//!   `error-code.internal-error` carrying the [`Refusal`](crate::grants::Refusal) message,
+//!   and nothing leaves the host. The first refusal of a job is logged at `warn` with the
+//!   plugin and the job id; the rest at `debug`, so a guest looping on a refusal cannot
+//!   flood the log.
+//! - A granted request goes only to addresses that were checked: the host resolves the
+//!   name, refuses if any address is loopback, private, link-local or unspecified (unless
+//!   the grant names the address itself or `localhost`), and connects to a checked address
+//!   (see [`send`]).
+//! - Limits, from the plugin's section: at most `max_concurrent_requests` in flight across
+//!   its jobs (a request waits for a slot), a response body cut at `max_response_bytes`
+//!   (`error-code.http-response-body-size`), and the whole request, body included, within
+//!   `request_timeout`, never past the job's deadline.
+//! - `wasi:http` follows no redirects: a guest that follows one sends a new request, which
+//!   is checked like any other.
+
+mod send;
+#[cfg(feature = "tls")]
+mod tls;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use uuid::Uuid;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::grants::{Grants, PluginGrants, Refusal, RequestOrigin};
+use send::Target;
+
+/// What a job may do beyond the sandbox: the grants in force when it started, for its
+/// plugin, and its deadline.
+pub(super) struct JobGrants {
+    refuser: Refuser,
+    deadline: Instant,
+}
+
+impl JobGrants {
+    pub(super) fn new(
+        plugin: Arc<str>,
+        job_id: Uuid,
+        grants: Arc<Grants>,
+        deadline: Instant,
+    ) -> Self {
+        Self {
+            refuser: Refuser {
+                plugin,
+                job_id,
+                grants,
+                logged: Arc::new(AtomicBool::new(false)),
+            },
+            deadline,
+        }
+    }
+
+    /// The plugin's own grants: its config values and secrets, limits and origins.
+    pub(super) fn plugin_grants(&self) -> Option<&Arc<PluginGrants>> {
+        self.refuser.grants.plugin(&self.refuser.plugin)
+    }
+
+    /// Where `request` may go, or the error the guest gets.
+    fn target(&self, request: &http::Request<WasiBody>) -> Result<Target, Error> {
+        let uri = request.uri();
+        let origin = uri
+            .scheme_str()
+            .zip(uri.host())
+            .and_then(|(scheme, host)| RequestOrigin::new(scheme, host, uri.port_u16()))
+            .ok_or(Error::HttpRequestUriInvalid)?;
+        let refuser = &self.refuser;
+        let matched = refuser
+            .grants
+            .check(&refuser.plugin, &origin)
+            .map_err(|refusal| refuser.error(&refusal))?;
+        let grants = Arc::clone(
+            self.plugin_grants()
+                .expect("a grant matched, so the plugin has a section"),
+        );
+        let timeout = grants
+            .request_timeout
+            .min(self.deadline.saturating_duration_since(Instant::now()));
+        Ok(Target {
+            origin,
+            matched,
+            grants,
+            deadline: tokio::time::Instant::now() + timeout,
+            refuse: refuser.clone(),
+        })
+    }
+}
+
+/// Turns a refusal into the guest's error, and logs it.
+#[derive(Clone)]
+struct Refuser {
+    plugin: Arc<str>,
+    job_id: Uuid,
+    grants: Arc<Grants>,
+    /// Whether a refusal of this job was logged at `warn` already.
+    logged: Arc<AtomicBool>,
+}
+
+impl Refuser {
+    fn error(&self, refusal: &Refusal) -> Error {
+        let (plugin, job_id) = (&*self.plugin, self.job_id);
+        if self.logged.swap(true, Ordering::Relaxed) {
+            tracing::debug!(plugin, %job_id, %refusal, "outbound request refused");
+        } else {
+            tracing::warn!(plugin, %job_id, %refusal, "outbound request refused");
+        }
+        Error::InternalError(Some(refusal.to_string()))
+    }
+
+    fn restricted(&self, origin: &RequestOrigin, address: IpAddr, kind: &'static str) -> Error {
+        self.error(&self.grants.restricted(&self.plugin, origin, address, kind))
+    }
+}
+
+type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
+type SendFuture =
+    Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send>;
+
+impl WasiHttpHooks for JobGrants {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _request_done: IoFuture,
+    ) -> SendFuture {
+        match self.target(&request) {
+            Ok(target) => Box::new(send::send(request, options, target)),
+            Err(err) => Box::new(std::future::ready(Err(err))),
+        }
+    }
+}

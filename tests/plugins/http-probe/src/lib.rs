@@ -1,0 +1,128 @@
+//! Test plugin `http-probe`: outbound HTTP through `wasi:http` and config reads through
+//! `wasi:config/store`, reporting what the host let through, on queue `test.http_probe`.
+//!
+//! - `probe.Fetch` `{"url": "http://host:port/path", "follow_redirects": false}` sends a
+//!   GET and reads the whole body, counting it without keeping it. It completes with one
+//!   follow-up `probe.Report` whose payload is
+//!   `{"status": 200, "bytes": n, "body": "<first 256 bytes>", "location": ..}`. A request
+//!   the host refuses or that fails (denied origin, body cap, timeout) is a retryable error
+//!   carrying the host's `wasi:http` error code and message. With `follow_redirects`, a
+//!   3xx with a `Location` is followed (at most 5 times), each hop a new request the host
+//!   checks. A `429` with `Retry-After: N` (seconds) defers the job by N seconds.
+//! - `probe.Config` `{"expect": {"key": "value", ..}}` reads each key and completes if
+//!   every value is as expected; otherwise it fails naming the keys that differ, never a
+//!   value, so a secret it reads appears in no reason or log.
+//!
+//! The plugin uses the `wasip2` crate's bindings directly, not the SDK's HTTP client, so
+//! it shows exactly what the host's `wasi:http` does.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jobhost_sdk::{Job, JobContext, JobError, Queues};
+use serde::{Deserialize, Serialize};
+
+mod config {
+    // The generated import glue is `unsafe` by nature (raw ABI pointers).
+    #![allow(unsafe_code)]
+    wit_bindgen::generate!({ path: "wit", world: "wasi:config/imports@0.2.0-rc.1" });
+    pub(crate) use self::wasi::config::store::get;
+}
+
+mod fetch;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+#[queues(prefix = "test")]
+enum ProbeQueues {
+    HttpProbe,
+}
+
+/// Fetches `url`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "probe.Fetch", queue = ProbeQueues::HttpProbe)]
+struct Fetch {
+    url: String,
+    #[serde(default)]
+    follow_redirects: bool,
+}
+
+/// What a fetch saw, sent as a follow-up so a test can read it from the outcome.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "probe.Report", queue = ProbeQueues::HttpProbe)]
+struct Report {
+    status: u16,
+    bytes: u64,
+    body: String,
+    location: Option<String>,
+}
+
+/// Checks config values.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "probe.Config", queue = ProbeQueues::HttpProbe)]
+struct Config {
+    expect: BTreeMap<String, Option<String>>,
+}
+
+/// Redirects followed at most.
+const MAX_HOPS: usize = 5;
+
+fn fetch_job(job: Fetch, ctx: &JobContext) -> Result<(), JobError> {
+    let mut url = job.url;
+    let mut hops = 0;
+    let seen = loop {
+        let seen = fetch::get(&url).map_err(JobError::retryable)?;
+        match (&seen.location, job.follow_redirects) {
+            (Some(location), true) if (300..400).contains(&seen.status) && hops < MAX_HOPS => {
+                url = location.clone();
+                hops += 1;
+            }
+            _ => break seen,
+        }
+    };
+    if seen.status == 429
+        && let Some(seconds) = seen.retry_after
+    {
+        return Err(JobError::deferred_because(
+            Duration::from_secs(seconds),
+            format!("429 from `{url}`"),
+        ));
+    }
+    ctx.enqueue(&Report {
+        status: seen.status,
+        bytes: seen.bytes,
+        body: seen.body_start,
+        location: seen.location,
+    })
+    .map_err(|err| JobError::fatal(err.to_string()))?;
+    Ok(())
+}
+
+fn config_job(job: Config, _ctx: &JobContext) -> Result<(), JobError> {
+    let differ: Vec<&str> = job
+        .expect
+        .iter()
+        .filter(|(key, expected)| config::get(key).ok().flatten() != **expected)
+        .map(|(key, _)| key.as_str())
+        .collect();
+    if differ.is_empty() {
+        Ok(())
+    } else {
+        Err(JobError::fatal(format!(
+            "config keys not as expected: {}",
+            differ.join(", ")
+        )))
+    }
+}
+
+fn report_job(_job: Report, _ctx: &JobContext) -> Result<(), JobError> {
+    Ok(())
+}
+
+jobhost_sdk::plugin!(
+    queues = ProbeQueues,
+    jobs = {
+        Fetch => fetch_job,
+        Config => config_job,
+        Report => report_job,
+    }
+);
