@@ -210,5 +210,23 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         .until(PATIENCE, "the completion on the page", "document.querySelector('#queues tr[data-queue=\"test.versioned\"] td:nth-child(6)')?.textContent === '1'")
         .await;
     browser.screenshot("4-replayed").await;
+
+    // The README's picture: the whole page on a full-HD screen, on the letters still dead.
+    browser
+        .client
+        .set_window_size(1920, 1080)
+        .await
+        .expect("a full-HD window");
+    browser
+        .click("#dead-tabs [data-queue='examples.emails']")
+        .await;
+    browser
+        .until(
+            PATIENCE,
+            "the letters of examples.emails",
+            "document.querySelector('#dead tbody tr .reason') !== null",
+        )
+        .await;
+    browser.screenshot("5-full-hd").await;
     browser.close().await;
 }

@@ -3,6 +3,7 @@
 "use strict";
 
 const SAMPLES = 120; // two minutes of one-second samples per queue
+const RATE_WINDOW = 10; // the rate shown beside a chart: the last ten seconds' average
 const state = {
   overview: null,
   series: new Map(), // queue -> [{t, done, failed}]
@@ -148,6 +149,10 @@ function rates(series, key) {
   return out;
 }
 
+function average(values) {
+  return values.length ? values.reduce((a, b) => a + b, 0) / values.length : 0;
+}
+
 function sparkline(series) {
   const width = 220, height = 38, pad = 3;
   const done = rates(series, "done");
@@ -168,9 +173,9 @@ function sparkline(series) {
   };
   line(done, "#1f9d55", "rgba(31,157,85,.12)");
   line(failed, "#d64545", null);
-  const now = done.length ? done[done.length - 1] : 0;
-  const bad = failed.length ? failed[failed.length - 1] : 0;
-  const label = el("span", { class: "rate", title: "completed per second (green), failed attempts per second (red)" },
+  const now = average(done.slice(-RATE_WINDOW));
+  const bad = average(failed.slice(-RATE_WINDOW));
+  const label = el("span", { class: "rate", title: "jobs completed per second over the last 10 s (green line); failed attempts per second (red line)" },
     el("strong", {}, now.toFixed(1)), " /s", bad > 0 ? el("span", { class: "b-bad badge" }, `${bad.toFixed(1)} failing`) : null);
   return el("div", { class: "spark" }, chart, label);
 }
@@ -278,9 +283,9 @@ function renderJobs(overview) {
 function renderFailures(overview) {
   const now = overview.at_ms;
   const rows = overview.failures.slice(0, 25).map((f) => el("tr", {},
-    el("td", { class: "muted", title: clock(f.at_ms) }, ago(f.at_ms, now)),
-    el("td", {},
-      el("div", { class: "name" }, f.job_type || "(not an envelope)"),
+    el("td", { class: "muted when-col", title: clock(f.at_ms) }, ago(f.at_ms, now)),
+    el("td", { class: "job-col" },
+      el("span", { class: "name", title: f.job_type || "" }, f.job_type || "(not an envelope)"),
       f.job_id ? el("div", { class: "mono muted", title: f.job_id }, f.job_id.slice(0, 8)) : null),
     el("td", { class: "num" }, String(f.attempt)),
     el("td", {}, f.outcome === "retried"
