@@ -27,7 +27,10 @@ pub(super) const MAX_HOLD_QUEUES: usize = 64;
 /// The hold queues published into through a backend, per work queue, with when each was
 /// last published into; one unused for longer than its `x-expires` is gone and forgotten.
 #[derive(Debug, Default)]
-pub(super) struct HoldQueues(Mutex<HashMap<String, HashMap<String, (Duration, Instant)>>>);
+pub(super) struct HoldQueues(Mutex<HashMap<String, Used>>);
+
+/// Hold queue names, each with its `x-expires` and when it was last published into.
+type Used = HashMap<String, (Duration, Instant)>;
 
 impl HoldQueues {
     /// `hold`, in front of `queue`, was published into now.
