@@ -26,7 +26,14 @@
 //! dead-lettered before that (a job type no loaded manifest declares, which a producer may
 //! send, a message that is not an envelope, a payload too large, a poison message) counts
 //! as [`OTHER_JOB_TYPE`]. `cause` and the other labels are closed sets. The series of a
-//! plugin that was unloaded stay, as Prometheus counters must.
+//! plugin that was unloaded stay, as Prometheus counters must. The `queue` of
+//! `jobhost_hold_queue_messages` is a queue of a loaded manifest too: the admin API sets
+//! it for those at each scrape (see [`crate::admin::dashboard`] for the cost).
+//!
+//! # Activity
+//! [`Metrics::activity`] carries the host's recent [`Activity`] (reloads, failed attempts,
+//! per-queue counts) along the same paths, because whoever counts a metric has what the
+//! dashboard shows at hand.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

@@ -83,6 +83,12 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         .args(["run", "--amqp", &amqp_url(), "--plugins"])
         .arg(dir.path());
     let host = Host::spawn(command, dir, PATIENCE);
+    for queue in [EMAILS, VERSIONED] {
+        let consuming = format!("queue={queue} ");
+        host.wait_for_line(PATIENCE, |l| {
+            l.contains("consuming") && l.contains(&consuming)
+        });
+    }
     let login = host.wait_for_line(PATIENCE, |l| l.contains("dashboard: http://"));
     let login = login
         .split("dashboard: ")

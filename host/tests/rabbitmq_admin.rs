@@ -128,8 +128,13 @@ async fn a_depth_counts_ready_held_and_dead_messages_and_one_letter_is_replayed_
         .declare(&QueueConfig::new(&name))
         .await
         .expect("declared");
-    let empty = within(PATIENCE, "a depth", backend.depth(&name)).await;
-    assert_eq!(empty.expect("read"), QueueDepth::default());
+    let depth = |ready, held, dead| QueueDepth { ready, held, dead };
+    let read = || async {
+        within(PATIENCE, "a depth", backend.depth(&name))
+            .await
+            .expect("read")
+    };
+    assert_eq!(read().await, depth(0, 0, 0), "a fresh queue is empty");
 
     backend.publish(&job(&name), None).await.expect("published");
     let granularity = Granularity::default();
@@ -151,15 +156,9 @@ async fn a_depth_counts_ready_held_and_dead_messages_and_one_letter_is_replayed_
         };
         backend.dead_letter(out).await.expect("dead-lettered");
     }
-    let depth = within(PATIENCE, "a depth", backend.depth(&name)).await;
-    let expected = QueueDepth {
-        ready: 1,
-        held: 3,
-        dead: 3,
-    };
     assert_eq!(
-        depth.expect("read"),
-        expected,
+        read().await,
+        depth(1, 3, 3),
         "two hold queues, three letters"
     );
 
@@ -184,15 +183,9 @@ async fn a_depth_counts_ready_held_and_dead_messages_and_one_letter_is_replayed_
         .expect("listed");
     assert_eq!(left.len(), 1, "the third letter stays");
     assert_eq!(left[0].body, letters[2].encode());
-    let depth = within(PATIENCE, "a depth", backend.depth(&name)).await;
-    let expected = QueueDepth {
-        ready: 2,
-        held: 3,
-        dead: 1,
-    };
     assert_eq!(
-        depth.expect("read"),
-        expected,
+        read().await,
+        depth(2, 3, 1),
         "the replayed job is ready again"
     );
 }

@@ -48,10 +48,9 @@ pub struct AdminState<B> {
     pub metrics: Metrics,
 }
 
-/// The routes: `GET /healthz`, `GET /metrics`, `GET /plugins`, `GET /policy/{job_type}`,
-/// `POST /jobs`, `GET /dead/{queue}?limit=N`, `POST /dead/{queue}/replay` and
-/// `DELETE /dead/{queue}`, each behind [`AdminAccess`]'s checks (`/metrics` is read-only,
-/// so a scraper needs no token).
+/// The routes of the [module's table](super): the API, `/metrics` and the dashboard, each
+/// behind [`AdminAccess`]'s checks (`/metrics` is read-only, so a scraper needs no token).
+/// The dashboard's streams of this router never end; [`serve`] ends them at shutdown.
 pub fn router<B: AdminBackend>(state: AdminState<B>) -> Router {
     routes(state, CancellationToken::new())
 }

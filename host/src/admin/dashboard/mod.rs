@@ -11,7 +11,7 @@
 //!   host restart. Streams end when the host shuts down.
 //! - **Broker cost** is bounded whatever the number of pages and scrapers: queue depths
 //!   are read at most once per [`DEPTH_MAX_AGE`] (one passive declaration per work queue,
-//!   dead-letter queue and known hold queue), each read bounded by [`DEPTH_TIMEOUT`].
+//!   dead-letter queue and known hold queue), each reading bounded by [`DEPTH_TIMEOUT`].
 //!   `GET /metrics` sets `jobhost_hold_queue_messages` from the same reading at each scrape.
 //! - **Access** is the admin API's ([`AdminAccess`](super::AdminAccess)): reading needs no
 //!   token, and replays and purges need the session the login link opens

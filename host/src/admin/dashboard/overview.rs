@@ -18,7 +18,8 @@ use crate::worker::Registry;
 
 /// How old a depth reading may be before the next request reads the broker again.
 pub const DEPTH_MAX_AGE: Duration = Duration::from_secs(1);
-/// How long a depth reading may take; a broker slower than this shows no depth.
+/// How long a depth reading of all queues may take; the queues a broker slower than this
+/// has not answered for show no depth.
 pub const DEPTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `GET /api/overview`.
@@ -76,9 +77,12 @@ impl Depths {
         {
             return Arc::clone(reading);
         }
+        // One deadline for the whole reading, so a broker that stopped answering costs
+        // a request `DEPTH_TIMEOUT`, not that much per queue.
+        let deadline = Instant::now() + DEPTH_TIMEOUT;
         let mut reading = Vec::with_capacity(queues.len());
         for queue in &queues {
-            let depth = match tokio::time::timeout(DEPTH_TIMEOUT, backend.depth(queue)).await {
+            let depth = match tokio::time::timeout_at(deadline, backend.depth(queue)).await {
                 Ok(Ok(depth)) => Ok(depth),
                 Ok(Err(err)) => Err(err.to_string()),
                 Err(_) => Err(format!(

@@ -70,11 +70,7 @@ impl RabbitMqBackend {
             });
         }
         if let Some(tag) = last_tag {
-            let all_back = BasicNackOptions {
-                multiple: true,
-                requeue: true,
-            };
-            channel.basic_nack(tag, all_back).await.map_err(lost)?;
+            hand_back(&channel, tag).await?;
         }
         Ok(letters)
     }
@@ -167,11 +163,7 @@ impl RabbitMqBackend {
             }
         }
         if let Some(tag) = passed {
-            let all_back = BasicNackOptions {
-                multiple: true,
-                requeue: true,
-            };
-            channel.basic_nack(tag, all_back).await.map_err(lost)?;
+            hand_back(&channel, tag).await?;
         }
         Ok(found)
     }
@@ -209,6 +201,15 @@ async fn replay(
         .publish(queue, &envelope.encode(), job_properties(&envelope))
         .await
         .map_err(failed)
+}
+
+/// Hand back every message taken on `channel` up to `tag`, in their order.
+async fn hand_back(channel: &Channel, tag: u64) -> Result<(), BrokerError> {
+    let all_back = BasicNackOptions {
+        multiple: true,
+        requeue: true,
+    };
+    channel.basic_nack(tag, all_back).await.map_err(lost)
 }
 
 /// How many messages `queue` holds now.
