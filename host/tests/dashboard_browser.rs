@@ -234,5 +234,9 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         )
         .await;
     browser.screenshot("5-full-hd").await;
+    browser
+        .eval("document.getElementById('jobs-card').scrollIntoView() ?? true")
+        .await;
+    browser.screenshot("6-job-types").await;
     browser.close().await;
 }

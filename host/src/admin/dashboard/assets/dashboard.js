@@ -171,6 +171,11 @@ function sparkline(series) {
     }
     chart.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: color, "stroke-width": 1.6, "stroke-linejoin": "round" }));
   };
+  if (done.length < 2) {
+    const note = svg("text", { x: width / 2, y: height / 2 + 4, "text-anchor": "middle", "font-size": 11, fill: "#98a2b3" });
+    note.textContent = "collecting samples…";
+    chart.append(note);
+  }
   line(done, "#1f9d55", "rgba(31,157,85,.12)");
   line(failed, "#d64545", null);
   const now = average(done.slice(-RATE_WINDOW));
@@ -264,9 +269,10 @@ function renderPlugins(overview) {
 
 function renderJobs(overview) {
   const sources = { job: ["job", "b-info"], queue: ["queue", "b-plain"], default: ["default", "b-warn"] };
+  const own = new Map(overview.plugins.flatMap((p) => p.jobs).map((j) => [j.name, j.timeout_ms]));
   const rows = overview.jobs.map((j) => {
     const [label, cls] = sources[j.source] || [j.source, "b-plain"];
-    const timeout = j.queue.timeout_ms;
+    const timeout = own.get(j.job_type) ?? j.queue.timeout_ms;
     return el("tr", {},
       el("td", {}, el("span", { class: "name" }, j.job_type), el("div", { class: "muted" }, j.plugin.split("@")[0])),
       el("td", { class: "mono" }, j.queue.name),
