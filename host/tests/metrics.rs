@@ -9,6 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use jobhost::activity::ReloadChange;
 use jobhost::admin::{self, AdminAccess, AdminState};
 use jobhost::broker::{Backend, MemoryBackend};
 use jobhost::envelope::Envelope;
@@ -256,7 +257,7 @@ async fn the_hold_queue_gauge_counts_what_waits_in_a_queues_hold_queues_at_the_s
 }
 
 #[tokio::test]
-async fn each_plugin_load_is_counted_as_loaded_replaced_or_refused() {
+async fn each_plugin_load_is_counted_by_outcome_and_kept_in_the_reload_history_with_its_cause() {
     let metrics = Metrics::new();
     let engine = Engine::new(EngineConfig::default()).expect("the engine starts");
     let loader = Loader::new(engine, Plugins::new()).counting(metrics.clone());
@@ -274,4 +275,29 @@ async fn each_plugin_load_is_counted_as_loaded_replaced_or_refused() {
         let series = format!(r#"jobhost_plugin_loads_total{{outcome="{outcome}"}}"#);
         assert_eq!(scraped.get(&series), Some(&1.0), "{series}");
     }
+
+    std::fs::remove_file(&file).expect("removed");
+    loader.sync(&file).await.expect("a removal unloads");
+    let history = metrics.activity().reloads();
+    let kinds: Vec<&str> = history
+        .iter()
+        .map(|event| match &event.change {
+            ReloadChange::Loaded { .. } => "loaded",
+            ReloadChange::Replaced { .. } => "replaced",
+            ReloadChange::Refused { .. } => "refused",
+            ReloadChange::Removed => "removed",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["removed", "refused", "replaced", "loaded"],
+        "newest first"
+    );
+    let ReloadChange::Refused { cause } = &history[1].change else {
+        unreachable!("the second newest is the refusal")
+    };
+    assert!(
+        cause.contains("plugin.wasm"),
+        "the refusal names the file: {cause}"
+    );
 }
