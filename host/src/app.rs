@@ -7,6 +7,8 @@
 //! - Compiled plugins are cached where [`EngineConfig::cache_dir`] says (the CLI's default
 //!   is the user's cache directory, never the plugin directory, where whoever can drop a
 //!   plugin could also drop native code), so a restart does not recompile unchanged plugins.
+//! - The dashboard's login link is logged at start (`dashboard: http://ADDR/?token=...`),
+//!   good for one browser (see [`AdminAccess`]).
 //! - The admin API's `GET /metrics` serves the worker's [`WorkerConfig::metrics`], which
 //!   the loader (plugin loads) and the engine (pool use) count into as well.
 //! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
@@ -139,6 +141,8 @@ pub async fn run<B: AdminBackend>(
         .map(|a| a.to_string())
         .unwrap_or_default();
     info!(backend = B::KIND, "admin API listening on http://{addr}");
+    // The login link is good for one browser; logging in logs the next one.
+    info!("dashboard: {}", state.access.login_link(&addr));
     if let Some(file) = config.demo_jobs {
         let state = state.clone();
         tasks.spawn(async move { enqueue_demo(&file, &state).await });

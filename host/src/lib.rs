@@ -1,6 +1,7 @@
 //! jobhost: a RabbitMQ job host whose job handlers are WebAssembly components.
 //!
 //! # Table of contents
+//! - [`activity`]: what the host did lately (reloads, failures, per-queue counts), for the dashboard.
 //! - [`app`]: a running host: plugin directory, hot reload, worker and admin API together.
 //! - [`admin`]: the local admin HTTP API (server and client) that the CLI talks to.
 //! - [`grants`]: what the operator grants each plugin in `jobhost.toml`: outbound origins,
@@ -26,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod activity;
 pub mod admin;
 pub mod app;
 pub mod broker;

@@ -18,6 +18,7 @@
 //! | `jobhost_broker_reconnects_total` | counter | none: new connections after a lost one (RabbitMQ) |
 //! | `jobhost_plugin_loads_total` | counter | `outcome` (`loaded`, `replaced`, `refused`) |
 //! | `jobhost_instances_in_use` | gauge | none: pool slots holding a job's or a load's instance |
+//! | `jobhost_hold_queue_messages` | gauge | `queue`: messages in the work queue's hold queues, set by the admin API at each scrape |
 //!
 //! # Bounded labels
 //! `queue` is a queue the worker consumes, which a loaded manifest declared. `job_type` is
@@ -25,7 +26,14 @@
 //! dead-lettered before that (a job type no loaded manifest declares, which a producer may
 //! send, a message that is not an envelope, a payload too large, a poison message) counts
 //! as [`OTHER_JOB_TYPE`]. `cause` and the other labels are closed sets. The series of a
-//! plugin that was unloaded stay, as Prometheus counters must.
+//! plugin that was unloaded stay, as Prometheus counters must. The `queue` of
+//! `jobhost_hold_queue_messages` is a queue of a loaded manifest too: the admin API sets
+//! it for those at each scrape (see [`crate::admin::dashboard`] for the cost).
+//!
+//! # Activity
+//! [`Metrics::activity`] carries the host's recent [`Activity`] (reloads, failed attempts,
+//! per-queue counts) along the same paths, because whoever counts a metric has what the
+//! dashboard shows at hand.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -41,6 +49,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::activity::Activity;
 use crate::plugin::Engine;
 
 /// The `Content-Type` of [`Metrics::encode`]'s text: Prometheus text format 0.0.4.
@@ -77,7 +86,9 @@ struct Inner {
     publish_failures: Family<PublishLabels, Counter>,
     plugin_loads: Family<LoadLabels, Counter>,
     reconnects: Counter,
+    hold_messages: Family<QueueLabels, Gauge>,
     pool: Arc<InstancePool>,
+    activity: Activity,
 }
 
 impl Default for Inner {
@@ -94,7 +105,9 @@ impl Default for Inner {
             publish_failures: Family::default(),
             plugin_loads: Family::default(),
             reconnects: Counter::default(),
+            hold_messages: Family::default(),
             pool: Arc::default(),
+            activity: Activity::default(),
         };
         inner.register();
         inner
@@ -119,6 +132,7 @@ impl Inner {
             publish_failures: "jobhost_publish_failures", "Settlement publishes that failed, by queue and kind";
             plugin_loads: "jobhost_plugin_loads", "Plugin files loaded, replaced or refused";
             reconnects: "jobhost_broker_reconnects", "New broker connections after a lost one";
+            hold_messages: "jobhost_hold_queue_messages", "Messages waiting in the hold queues of a work queue (retries and deferrals), as the broker counted them at the scrape";
         }
         self.registry
             .register_collector(Box::new(self.pool.clone()));
@@ -149,6 +163,20 @@ impl Metrics {
     pub fn watch_pool(&self, engine: &Engine) {
         // Ignoring a second engine is the documented contract.
         let _ = self.inner.pool.0.set(engine.clone());
+    }
+
+    /// What the host did lately, which the dashboard shows.
+    pub fn activity(&self) -> &Activity {
+        &self.inner.activity
+    }
+
+    /// `held` messages wait in the hold queues of `queue` now.
+    pub fn hold_queue_messages(&self, queue: &str, held: u64) {
+        let labels = QueueLabels {
+            queue: queue.into(),
+        };
+        let held = i64::try_from(held).unwrap_or(i64::MAX);
+        self.inner.hold_messages.get_or_create(&labels).set(held);
     }
 
     /// [`OTHER_JOB_TYPE`], shared.

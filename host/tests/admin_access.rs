@@ -22,6 +22,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// A running admin API on the memory backend, stopped when dropped.
 struct Api {
     addr: String,
+    access: AdminAccess,
     stop: CancellationToken,
 }
 
@@ -34,11 +35,12 @@ impl Drop for Api {
 async fn api() -> Api {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let bound = listener.local_addr().expect("its address");
+    let access = AdminAccess::new(TOKEN, "127.0.0.1:0", bound);
     let state = AdminState {
         backend: MemoryBackend::new(),
         plugins: Plugins::new(),
         granularity: Granularity::default(),
-        access: AdminAccess::new(TOKEN, "127.0.0.1:0", bound),
+        access: access.clone(),
         metrics: Metrics::new(),
         grants: SharedGrants::default(),
     };
@@ -46,12 +48,23 @@ async fn api() -> Api {
     tokio::spawn(admin::serve(listener, state, stop.clone()));
     Api {
         addr: bound.to_string(),
+        access,
         stop,
     }
 }
 
 /// The status code of `request_line` sent with `headers`, over a raw connection.
 async fn status(api: &Api, request_line: &str, headers: &[&str]) -> u16 {
+    let answer = answer(api, request_line, headers).await;
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("an HTTP status line: {answer}"))
+}
+
+/// The whole answer to `request_line` sent with `headers`, over a raw connection.
+async fn answer(api: &Api, request_line: &str, headers: &[&str]) -> String {
     let exchange = async {
         let mut stream = TcpStream::connect(&api.addr).await.expect("connects");
         let mut request =
@@ -66,14 +79,9 @@ async fn status(api: &Api, request_line: &str, headers: &[&str]) -> u16 {
         stream.read_to_string(&mut answer).await.expect("reads");
         answer
     };
-    let answer = tokio::time::timeout(PATIENCE, exchange)
+    tokio::time::timeout(PATIENCE, exchange)
         .await
-        .expect("an answer in time");
-    answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("an HTTP status line: {answer}"))
+        .expect("an answer in time")
 }
 
 #[tokio::test]
@@ -189,5 +197,59 @@ fn a_client_command_without_the_hosts_token_is_refused_and_says_why() {
     assert!(
         stderr.contains("token"),
         "the error says a token is needed:\n{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn the_dashboard_login_link_opens_a_session_that_changes_jobs_only_from_its_page() {
+    let api = api().await;
+    let host = format!("Host: {}", api.addr);
+    let origin = format!("Origin: http://{}", api.addr);
+    let link = api.access.login_link(&api.addr);
+    let login = format!("GET {}", link.split_once(&api.addr).expect("the address").1);
+    let first = answer(&api, &login, &[&host]).await;
+    assert!(
+        first.starts_with("HTTP/1.1 303"),
+        "a redirect to the page: {first}"
+    );
+    let set_cookie = first
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .unwrap_or_else(|| panic!("the login sets the session cookie: {first}"));
+    assert!(
+        set_cookie.contains("HttpOnly; SameSite=Strict"),
+        "{set_cookie}"
+    );
+    let cookie = format!(
+        "Cookie: {}",
+        set_cookie.split(';').next().expect("name=value")
+    );
+
+    let purge = "DELETE /dead/q/6f9619ff-8b86-4d01-b42d-00c04fc964ff";
+    let replay = "POST /dead/q/6f9619ff-8b86-4d01-b42d-00c04fc964ff/replay";
+    for request in [purge, replay] {
+        assert_eq!(
+            status(&api, request, &[&host, &origin, &cookie]).await,
+            404,
+            "`{request}` from the page passes the checks (and finds no such letter)"
+        );
+        assert_eq!(
+            status(&api, request, &[&host, &cookie]).await,
+            401,
+            "no origin"
+        );
+        assert_eq!(
+            status(&api, request, &[&host, &origin]).await,
+            401,
+            "no cookie"
+        );
+        let forged = "Cookie: jobhost_session=forged";
+        assert_eq!(status(&api, request, &[&host, &origin, forged]).await, 401);
+    }
+
+    let again = answer(&api, &login, &[&host]).await;
+    assert!(
+        again.starts_with("HTTP/1.1 303") && !again.contains("set-cookie"),
+        "a used link opens nothing: {again}"
     );
 }

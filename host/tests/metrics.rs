@@ -9,15 +9,22 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use jobhost::broker::Backend;
+use jobhost::activity::ReloadChange;
+use jobhost::admin::{self, AdminAccess, AdminState};
+use jobhost::broker::{Backend, MemoryBackend};
+use jobhost::envelope::Envelope;
 use jobhost::job::{Invocation, JobSpec, Manifest, Outcome};
 use jobhost::metrics::{self, Metrics};
 use jobhost::plugin::{Engine, EngineConfig};
+use jobhost::policy::Granularity;
 use jobhost::reload::Loader;
 use jobhost::testing::{Harness, native_unit};
 use jobhost::worker::{Plugins, WorkerConfig};
 use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
 use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 const QUEUE: &str = "metered";
 
@@ -200,10 +207,58 @@ fn jobhost_run_serves_its_metrics_as_prometheus_text_to_a_scraper_without_a_toke
         Some(&0.0),
         "an idle host holds no instance:\n{body}"
     );
+    assert_eq!(
+        scraped.get(r#"jobhost_hold_queue_messages{queue="examples.emails"}"#),
+        Some(&0.0),
+        "the broker holds nothing for the plugin's queue yet:\n{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hold_queue_gauge_counts_what_waits_in_a_queues_hold_queues_at_the_scrape() {
+    let backend = MemoryBackend::new();
+    let plugins = Plugins::new();
+    plugins.install(mixed_unit()).expect("the unit installs");
+    for queue in plugins.current().queues() {
+        backend.declare(queue).await.expect("declared");
+    }
+    let granularity = Granularity::default();
+    for (job_type, delay) in [("flaky", Some(2)), ("later", Some(30)), ("ok", None)] {
+        let envelope = Envelope::new(
+            job_type,
+            QUEUE,
+            RawValue::from_string("{}".into()).expect("JSON"),
+        );
+        let delay = delay.map(|secs| granularity.round(Duration::from_secs(secs)).expect("fits"));
+        backend.publish(&envelope, delay).await.expect("published");
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let addr = listener.local_addr().expect("its address");
+    let state = AdminState {
+        backend,
+        plugins,
+        granularity,
+        access: AdminAccess::new("token", "127.0.0.1:0", addr),
+        metrics: Metrics::new(),
+        grants: jobhost::grants::SharedGrants::default(),
+    };
+    let stop = CancellationToken::new();
+    tokio::spawn(admin::serve(listener, state, stop.clone()));
+    let (_, body) = tokio::task::spawn_blocking(move || scrape(&addr.to_string()))
+        .await
+        .expect("scraped");
+    stop.cancel();
+    assert_eq!(
+        samples(&body).get(&format!(
+            r#"jobhost_hold_queue_messages{{queue="{QUEUE}"}}"#
+        )),
+        Some(&2.0),
+        "a retry and a deferral wait in two hold queues; the ready job is not held:\n{body}"
+    );
 }
 
 #[tokio::test]
-async fn each_plugin_load_is_counted_as_loaded_replaced_or_refused() {
+async fn each_plugin_load_is_counted_by_outcome_and_kept_in_the_reload_history_with_its_cause() {
     let metrics = Metrics::new();
     let engine = Engine::new(EngineConfig::default()).expect("the engine starts");
     let loader = Loader::new(engine, Plugins::new()).counting(metrics.clone());
@@ -221,4 +276,29 @@ async fn each_plugin_load_is_counted_as_loaded_replaced_or_refused() {
         let series = format!(r#"jobhost_plugin_loads_total{{outcome="{outcome}"}}"#);
         assert_eq!(scraped.get(&series), Some(&1.0), "{series}");
     }
+
+    std::fs::remove_file(&file).expect("removed");
+    loader.sync(&file).await.expect("a removal unloads");
+    let history = metrics.activity().reloads();
+    let kinds: Vec<&str> = history
+        .iter()
+        .map(|event| match &event.change {
+            ReloadChange::Loaded { .. } => "loaded",
+            ReloadChange::Replaced { .. } => "replaced",
+            ReloadChange::Refused { .. } => "refused",
+            ReloadChange::Removed => "removed",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["removed", "refused", "replaced", "loaded"],
+        "newest first"
+    );
+    let ReloadChange::Refused { cause } = &history[1].change else {
+        unreachable!("the second newest is the refusal")
+    };
+    assert!(
+        cause.contains("plugin.wasm"),
+        "the refusal names the file: {cause}"
+    );
 }

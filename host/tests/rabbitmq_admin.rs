@@ -1,9 +1,13 @@
-//! The operator's dead-letter helpers: list, replay, purge.
+//! The operator's dead-letter helpers: list, replay, purge (all, or one job's), and the
+//! depths the dashboard shows.
 
 mod support;
 
-use jobhost::broker::{Backend, DeadLetterOut, Replayed};
+use std::time::Duration;
+
+use jobhost::broker::{Backend, DeadLetterOut, QueueDepth, Replayed};
 use jobhost::envelope::Envelope;
+use jobhost::policy::Granularity;
 use jobhost_sdk::QueueConfig;
 use serde_json::value::RawValue;
 use support::{Cleanup, PATIENCE, backend, raw_channel, ready, take, unique, within};
@@ -103,5 +107,85 @@ async fn dead_letters_are_listed_in_place_replayed_as_first_attempts_and_purged(
         ready(&channel, &dead).await,
         0,
         "the dead-letter queue is empty"
+    );
+}
+
+/// An envelope of a job on `queue`.
+fn job(queue: &str) -> Envelope {
+    let payload = RawValue::from_string("{}".to_owned()).expect("valid json");
+    Envelope::new("tests::Job", queue, payload)
+}
+
+#[tokio::test]
+async fn a_depth_counts_ready_held_and_dead_messages_and_one_letter_is_replayed_or_purged_by_job_id()
+ {
+    let Some(backend) = backend(&unique("depth")).await else {
+        return;
+    };
+    let name = unique("depth");
+    let _cleanup = Cleanup::new(&[&name]);
+    backend
+        .declare(&QueueConfig::new(&name))
+        .await
+        .expect("declared");
+    let depth = |ready, held, dead| QueueDepth { ready, held, dead };
+    let read = || async {
+        within(PATIENCE, "a depth", backend.depth(&name))
+            .await
+            .expect("read")
+    };
+    assert_eq!(read().await, depth(0, 0, 0), "a fresh queue is empty");
+
+    backend.publish(&job(&name), None).await.expect("published");
+    let granularity = Granularity::default();
+    for secs in [30, 60, 60] {
+        let delay = granularity.round(Duration::from_secs(secs)).expect("fits");
+        backend
+            .publish(&job(&name), Some(delay))
+            .await
+            .expect("held");
+    }
+    let letters = [job(&name), job(&name), job(&name)];
+    for letter in &letters {
+        let body = letter.encode();
+        let out = DeadLetterOut {
+            queue: &name,
+            body: &body,
+            reason: "fatal error: no",
+            attempts: 1,
+        };
+        backend.dead_letter(out).await.expect("dead-lettered");
+    }
+    assert_eq!(
+        read().await,
+        depth(1, 3, 3),
+        "two hold queues, three letters"
+    );
+
+    let replayed = backend.take_dead_letter(&name, letters[1].job_id, true);
+    assert!(
+        within(PATIENCE, "a replay", replayed)
+            .await
+            .expect("replayed")
+    );
+    let purged = backend.take_dead_letter(&name, letters[0].job_id, false);
+    assert!(within(PATIENCE, "a purge", purged).await.expect("purged"));
+    let gone = backend.take_dead_letter(&name, letters[0].job_id, false);
+    assert!(
+        !within(PATIENCE, "a second purge", gone)
+            .await
+            .expect("looked"),
+        "it is gone"
+    );
+
+    let left = within(PATIENCE, "listing", backend.dead_letters(&name, 10))
+        .await
+        .expect("listed");
+    assert_eq!(left.len(), 1, "the third letter stays");
+    assert_eq!(left[0].body, letters[2].encode());
+    assert_eq!(
+        read().await,
+        depth(2, 3, 1),
+        "the replayed job is ready again"
     );
 }

@@ -1,9 +1,14 @@
-//! Dead-letter operations on either backend, as the admin API and the CLI offer them.
+//! Dead-letter operations and queue depths on either backend, as the admin API and the
+//! CLI offer them.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::broker::{Backend, BrokerError, DeadLetterOut, MemoryBackend, RabbitMqBackend};
+use uuid::Uuid;
+
+use crate::broker::{
+    Backend, BrokerError, DeadLetterOut, MemoryBackend, QueueDepth, RabbitMqBackend,
+};
 use crate::envelope::Envelope;
 
 use super::api::{DeadLetterView, PurgeReport, ReplayReport};
@@ -33,6 +38,18 @@ pub trait AdminBackend: Backend + Clone {
         &self,
         queue: &str,
     ) -> impl Future<Output = Result<PurgeReport, BrokerError>> + Send;
+
+    /// Take the dead letter of job `job_id` out of `queue`'s dead letters, putting it back
+    /// on `queue` as attempt 1 when `replay`, dropping it otherwise; whether it was there.
+    fn take_dead(
+        &self,
+        queue: &str,
+        job_id: Uuid,
+        replay: bool,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// What waits on `queue`, in its dead letters and in its hold queues.
+    fn depth(&self, queue: &str) -> impl Future<Output = Result<QueueDepth, BrokerError>> + Send;
 }
 
 impl AdminBackend for MemoryBackend {
@@ -89,6 +106,28 @@ impl AdminBackend for MemoryBackend {
             purged: u32::try_from(purged).unwrap_or(u32::MAX),
         })
     }
+
+    async fn take_dead(
+        &self,
+        queue: &str,
+        job_id: Uuid,
+        replay: bool,
+    ) -> Result<bool, BrokerError> {
+        let Some(envelope) = self
+            .take_dead_letter(queue, job_id)
+            .and_then(|letter| letter.envelope())
+        else {
+            return Ok(false);
+        };
+        if replay {
+            self.publish(&first_attempt(queue, envelope), None).await?;
+        }
+        Ok(true)
+    }
+
+    async fn depth(&self, queue: &str) -> Result<QueueDepth, BrokerError> {
+        Ok(MemoryBackend::depth(self, queue))
+    }
 }
 
 impl AdminBackend for Arc<RabbitMqBackend> {
@@ -118,6 +157,19 @@ impl AdminBackend for Arc<RabbitMqBackend> {
         Ok(PurgeReport {
             purged: self.purge_dead_letters(queue).await?,
         })
+    }
+
+    async fn take_dead(
+        &self,
+        queue: &str,
+        job_id: Uuid,
+        replay: bool,
+    ) -> Result<bool, BrokerError> {
+        self.take_dead_letter(queue, job_id, replay).await
+    }
+
+    async fn depth(&self, queue: &str) -> Result<QueueDepth, BrokerError> {
+        RabbitMqBackend::depth(self, queue).await
     }
 }
 

@@ -5,25 +5,27 @@ use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router, middleware};
 use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use super::access::{self, AdminAccess};
 use super::api::{
     DeadLetterView, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
     PurgeReport, ReplayReport,
 };
+use super::dashboard;
 use super::dead::AdminBackend;
 use super::jobs::enqueue;
-use crate::broker::BrokerError;
+use crate::broker::{BrokerError, dead_letter_queue_name};
 use crate::grants::SharedGrants;
-use crate::metrics::{self, Metrics};
+use crate::metrics::Metrics;
 use crate::policy::Granularity;
+use crate::text::{NAME_MAX, bounded};
 use crate::worker::Plugins;
 
 /// How many dead letters `GET /dead/{queue}` lists unless `?limit=` says otherwise.
@@ -49,21 +51,28 @@ pub struct AdminState<B> {
     pub grants: SharedGrants,
 }
 
-/// The routes: `GET /healthz`, `GET /metrics`, `GET /plugins`, `GET /policy/{job_type}`,
-/// `POST /jobs`, `GET /dead/{queue}?limit=N`, `POST /dead/{queue}/replay` and
-/// `DELETE /dead/{queue}`, each behind [`AdminAccess`]'s checks (`/metrics` is read-only,
-/// so a scraper needs no token).
+/// The routes of the [module's table](super): the API, `/metrics` and the dashboard, each
+/// behind [`AdminAccess`]'s checks (`/metrics` is read-only, so a scraper needs no token).
+/// The dashboard's streams of this router never end; [`serve`] ends them at shutdown.
 pub fn router<B: AdminBackend>(state: AdminState<B>) -> Router {
+    routes(state, CancellationToken::new())
+}
+
+/// [`router`], whose dashboard streams end at `shutdown`.
+fn routes<B: AdminBackend>(state: AdminState<B>, shutdown: CancellationToken) -> Router {
     let access = Arc::new(state.access.clone());
+    let state = Arc::new(state);
     Router::new()
         .route("/healthz", get(health::<B>))
-        .route("/metrics", get(scrape::<B>))
         .route("/plugins", get(plugins::<B>))
         .route("/policy/{job_type}", get(policy::<B>))
         .route("/jobs", post(enqueue_job::<B>))
         .route("/dead/{queue}", get(list_dead::<B>).delete(purge_dead::<B>))
         .route("/dead/{queue}/replay", post(replay_dead::<B>))
-        .with_state(Arc::new(state))
+        .route("/dead/{queue}/{job_id}", delete(purge_one::<B>))
+        .route("/dead/{queue}/{job_id}/replay", post(replay_one::<B>))
+        .with_state(Arc::clone(&state))
+        .merge(dashboard::routes(state, shutdown))
         .layer(middleware::from_fn_with_state(access, access::guard))
 }
 
@@ -73,7 +82,8 @@ pub async fn serve<B: AdminBackend>(
     state: AdminState<B>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    let routes = routes(state, shutdown.clone());
+    axum::serve(listener, routes)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
 }
@@ -86,13 +96,6 @@ async fn health<B: AdminBackend>(State(state): Shared<B>) -> Json<Health> {
         backend: B::KIND.to_owned(),
         plugins: state.plugins.current().units().count(),
     })
-}
-
-async fn scrape<B: AdminBackend>(State(state): Shared<B>) -> impl IntoResponse {
-    (
-        [(CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        state.metrics.encode(),
-    )
 }
 
 async fn plugins<B: AdminBackend>(State(state): Shared<B>) -> Json<Vec<PluginView>> {
@@ -171,6 +174,41 @@ async fn purge_dead<B: AdminBackend>(
     let report = state.backend.purge_dead(&queue).await?;
     tracing::info!(%queue, purged = report.purged, "dead letters purged");
     Ok(Json(report))
+}
+
+async fn replay_one<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path((queue, job_id)): Path<(String, Uuid)>,
+) -> Result<Json<ReplayReport>, ApiError> {
+    if !state.backend.take_dead(&queue, job_id, true).await? {
+        return Err(no_dead_letter(&queue, job_id));
+    }
+    tracing::info!(%queue, %job_id, "dead letter replayed");
+    Ok(Json(ReplayReport {
+        replayed: 1,
+        skipped: 0,
+    }))
+}
+
+async fn purge_one<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path((queue, job_id)): Path<(String, Uuid)>,
+) -> Result<Json<PurgeReport>, ApiError> {
+    if !state.backend.take_dead(&queue, job_id, false).await? {
+        return Err(no_dead_letter(&queue, job_id));
+    }
+    tracing::info!(%queue, %job_id, "dead letter purged");
+    Ok(Json(PurgeReport { purged: 1 }))
+}
+
+fn no_dead_letter(queue: &str, job_id: Uuid) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no dead letter of job `{job_id}` in `{}`; it may have been replayed or purged already",
+            dead_letter_queue_name(&bounded(queue, NAME_MAX))
+        ),
+    )
 }
 
 /// An error answer: a status and a message saying what to do.

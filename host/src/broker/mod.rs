@@ -103,6 +103,18 @@ pub struct DeadLetterOut<'a> {
     pub attempts: u32,
 }
 
+/// How many messages wait around one work queue, as the broker counts them: what an
+/// operator looks at to see whether a queue keeps up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueDepth {
+    /// Ready on the work queue, not yet delivered.
+    pub ready: u64,
+    /// In its dead-letter queue.
+    pub dead: u64,
+    /// In its hold queues: retries and deferrals waiting out their delay.
+    pub held: u64,
+}
+
 /// Why the broker did not do what was asked.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

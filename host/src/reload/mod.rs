@@ -17,9 +17,11 @@ use std::time::Duration;
 
 use tracing::{error, info};
 
+use crate::activity::{ReloadChange, SHOWN_REASON_MAX};
 use crate::grants::{Grants, GrantsError};
 use crate::metrics::{LoadOutcome, Metrics};
 use crate::plugin::{Engine, LoadError, Plugin};
+use crate::text::bounded;
 use crate::worker::{Handler, Plugins, RegistryError, Unit};
 
 pub use watch::{is_edit, watch};
@@ -147,7 +149,9 @@ impl Loader {
         }
     }
 
-    /// The same loader, counting its loads, replacements and refusals in `metrics`.
+    /// The same loader, counting its loads, replacements and refusals in `metrics`, and
+    /// keeping each load, replacement, refusal and removal in its
+    /// [`activity`](Metrics::activity).
     pub fn counting(self, metrics: Metrics) -> Self {
         Self { metrics, ..self }
     }
@@ -186,6 +190,8 @@ impl Loader {
             let removed = self.plugins.remove(&key);
             if removed {
                 info!(file = %path.display(), "plugin file removed: its consumers stop once their jobs finish");
+                let activity = self.metrics.activity();
+                activity.reloaded(&key, ReloadChange::Removed);
                 return Ok(Change::Removed);
             }
             return Ok(Change::Nothing);
@@ -194,7 +200,7 @@ impl Loader {
             .load(path)
             .await
             .and_then(|plugin| self.install(path, &key, plugin));
-        self.count(&result);
+        self.record(&key, &result);
         if let Err(err) = &result {
             let serving = self
                 .plugins
@@ -212,14 +218,34 @@ impl Loader {
         result
     }
 
-    fn count(&self, result: &Result<Change, ReloadError>) {
-        let outcome = match result {
-            Ok(Change::Loaded { .. }) => LoadOutcome::Loaded,
-            Ok(Change::Replaced { .. }) => LoadOutcome::Replaced,
+    /// Count a load of the file `key` in the metrics and keep it in the reload history.
+    fn record(&self, key: &str, result: &Result<Change, ReloadError>) {
+        let (outcome, change) = match result {
+            Ok(Change::Loaded { name, version }) => (
+                LoadOutcome::Loaded,
+                ReloadChange::Loaded {
+                    plugin: name.clone(),
+                    version: version.clone(),
+                },
+            ),
+            Ok(Change::Replaced { name, old, new }) => (
+                LoadOutcome::Replaced,
+                ReloadChange::Replaced {
+                    plugin: name.clone(),
+                    old: old.clone(),
+                    new: new.clone(),
+                },
+            ),
             Ok(_) => return,
-            Err(_) => LoadOutcome::Refused,
+            Err(err) => (
+                LoadOutcome::Refused,
+                ReloadChange::Refused {
+                    cause: bounded(&err.to_string(), SHOWN_REASON_MAX).into_owned(),
+                },
+            ),
         };
         self.metrics.plugin_load(outcome);
+        self.metrics.activity().reloaded(key, change);
     }
 
     async fn load(&self, path: &Path) -> Result<Plugin, ReloadError> {

@@ -470,7 +470,7 @@ fn log_settled<B: Backend>(
     seen: &Observation<'_>,
 ) {
     shared.tally.count(settlement.settled());
-    seen.settled(settlement.settled(), settlement.dead_letter_reason());
+    seen.settled(settlement.settled(), job, settlement.dead_letter_reason());
     match settlement {
         Settlement::Ack { follow_ups } => debug!(follow_ups = follow_ups.len(), "job completed"),
         Settlement::Republish { .. } => debug!("job republished"),

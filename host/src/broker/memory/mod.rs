@@ -18,9 +18,10 @@ use std::time::Duration;
 use jobhost_sdk::QueueConfig;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use super::hold::{HoldQueue, check_queue_name};
-use super::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
+use super::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, QueueDepth};
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
 use state::{Message, State};
@@ -112,6 +113,28 @@ impl MemoryBackend {
             .queue_mut(queue)
             .map(|q| std::mem::take(&mut q.dead))
             .unwrap_or_default()
+    }
+
+    /// What waits on `queue`, in its dead-letter queue and in its hold queues.
+    pub fn depth(&self, queue: &str) -> QueueDepth {
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        self.lock()
+            .queue(queue)
+            .map_or_else(QueueDepth::default, |q| QueueDepth {
+                ready: count(q.ready_len()),
+                dead: count(q.dead.len()),
+                held: count(q.waiting),
+            })
+    }
+
+    /// Remove and return the dead letter of `queue` whose envelope has `job_id`.
+    pub fn take_dead_letter(&self, queue: &str, job_id: Uuid) -> Option<DeadLetter> {
+        let mut state = self.lock();
+        let dead = &mut state.queue_mut(queue)?.dead;
+        let at = dead
+            .iter()
+            .position(|letter| letter.envelope().is_some_and(|e| e.job_id == job_id))?;
+        Some(dead.remove(at))
     }
 
     /// The hold queues of `queue` that exist now (not yet expired), with their TTLs.

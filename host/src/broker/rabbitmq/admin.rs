@@ -10,6 +10,7 @@ use lapin::options::{
     BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions, QueuePurgeOptions,
 };
 use lapin::types::FieldTable;
+use uuid::Uuid;
 
 use super::RabbitMqBackend;
 use super::codec::{
@@ -69,11 +70,7 @@ impl RabbitMqBackend {
             });
         }
         if let Some(tag) = last_tag {
-            let all_back = BasicNackOptions {
-                multiple: true,
-                requeue: true,
-            };
-            channel.basic_nack(tag, all_back).await.map_err(lost)?;
+            hand_back(&channel, tag).await?;
         }
         Ok(letters)
     }
@@ -99,18 +96,7 @@ impl RabbitMqBackend {
         let dead = dead_letter_queue_name(queue);
         let session = self.admin_session(queue).await?;
         let channel = session.channel().await.map_err(lost)?;
-        let present = channel
-            .queue_declare(
-                dead.as_str().into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..QueueDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .map_err(|error| failed(Failure::classify(&dead, error)))?
-            .message_count();
+        let present = present(&channel, &dead).await?;
         let mut outcome = Replayed::default();
         let mut skipped = Vec::new();
         for _ in 0..present {
@@ -142,10 +128,50 @@ impl RabbitMqBackend {
         Ok(outcome)
     }
 
+    /// Take the dead letter of `queue` whose job id is `job_id` out of `{queue}.dead`:
+    /// replayed onto `queue` as a first attempt (confirmed before it leaves) when
+    /// `replay`, dropped otherwise. Returns whether it was there; the other letters stay
+    /// in their order.
+    pub async fn take_dead_letter(
+        &self,
+        queue: &str,
+        job_id: Uuid,
+        replay_it: bool,
+    ) -> Result<bool, BrokerError> {
+        let dead = dead_letter_queue_name(queue);
+        let session = self.admin_session(queue).await?;
+        let channel = session.channel().await.map_err(lost)?;
+        let present = present(&channel, &dead).await?;
+        let mut passed = None;
+        let mut found = false;
+        for _ in 0..present {
+            let Some(message) = get(&channel, &dead).await? else {
+                break;
+            };
+            match Envelope::decode(&message.data) {
+                Ok(envelope) if envelope.job_id == job_id => {
+                    if replay_it {
+                        replay(&session, queue, envelope).await?;
+                    }
+                    let ack = BasicAckOptions::default();
+                    message.acker.ack(ack).await.map_err(lost)?;
+                    found = true;
+                    break;
+                }
+                // Held unacked until the end, so the next get moves past it.
+                _ => passed = Some(message.delivery_tag),
+            }
+        }
+        if let Some(tag) = passed {
+            hand_back(&channel, tag).await?;
+        }
+        Ok(found)
+    }
+
     /// The current session, waiting out an outage like a publish does. Each helper
     /// works on a channel of its own, so whatever it took unacked goes back to the
     /// queue when the channel closes, whatever happens.
-    async fn admin_session(&self, queue: &str) -> Result<Arc<Session>, BrokerError> {
+    pub(super) async fn admin_session(&self, queue: &str) -> Result<Arc<Session>, BrokerError> {
         check_queue_name(queue)?;
         self.link.run(|session| async move { Ok(session) }).await
     }
@@ -177,6 +203,28 @@ async fn replay(
         .map_err(failed)
 }
 
+/// Hand back every message taken on `channel` up to `tag`, in their order.
+async fn hand_back(channel: &Channel, tag: u64) -> Result<(), BrokerError> {
+    let all_back = BasicNackOptions {
+        multiple: true,
+        requeue: true,
+    };
+    channel.basic_nack(tag, all_back).await.map_err(lost)
+}
+
+/// How many messages `queue` holds now.
+async fn present(channel: &Channel, queue: &str) -> Result<u32, BrokerError> {
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let declared = channel
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+        .map_err(|error| failed(Failure::classify(queue, error)))?;
+    Ok(declared.message_count())
+}
+
 async fn get(channel: &Channel, queue: &str) -> Result<Option<AmqpDelivery>, BrokerError> {
     let message = channel
         .basic_get(queue.into(), BasicGetOptions { no_ack: false })
@@ -192,6 +240,6 @@ fn failed(failure: Failure) -> BrokerError {
     }
 }
 
-fn lost(error: lapin::Error) -> BrokerError {
+pub(super) fn lost(error: lapin::Error) -> BrokerError {
     BrokerError::Connection(error.to_string())
 }

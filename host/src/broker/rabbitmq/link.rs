@@ -20,6 +20,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, sleep, timeout_at};
 
 use super::RabbitMqOptions;
+use super::depth::HoldQueues;
 use super::session::{Failure, Session};
 use super::url::redact;
 use crate::broker::BrokerError;
@@ -46,6 +47,8 @@ pub(super) struct Link {
     state: watch::Sender<State>,
     /// Every work queue declared through this link, re-declared after a reconnect.
     topology: Mutex<Vec<QueueConfig>>,
+    /// The hold queues published into, whose messages a depth counts.
+    pub(super) holds: HoldQueues,
     wake: Notify,
 }
 
@@ -66,6 +69,7 @@ impl Link {
             options,
             state: watch::Sender::new(State::Up(Arc::new(session))),
             topology: Mutex::new(Vec::new()),
+            holds: HoldQueues::default(),
             wake: Notify::new(),
         }))
     }

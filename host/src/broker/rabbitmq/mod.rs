@@ -31,6 +31,7 @@ mod acks;
 mod admin;
 mod codec;
 mod consumer;
+mod depth;
 mod link;
 mod options;
 mod session;
@@ -176,14 +177,18 @@ impl Backend for RabbitMqBackend {
                 session.publish(&hold.name, body, properties.clone()).await
             })
         };
-        match held().await {
+        let result = match held().await {
             Err(BrokerError::Unroutable { .. }) => {
                 tracing::warn!(queue = %hold.name, "a hold queue was gone; declaring it again");
                 self.link.session().await?.forget_hold_queue(hold);
                 held().await
             }
             result => result,
+        };
+        if result.is_ok() {
+            self.link.holds.used(&envelope.queue, hold);
         }
+        result
     }
 
     async fn dead_letter(&self, letter: DeadLetterOut<'_>) -> Result<(), BrokerError> {

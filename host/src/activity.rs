@@ -1,0 +1,308 @@
+//! What the host did lately, for the dashboard: plugin reloads, failed attempts, and each
+//! queue's settled jobs and deliveries in flight.
+//!
+//! One [`Activity`] per host, kept by its [`Metrics`](crate::metrics::Metrics), so the
+//! worker and the loader feed it where they count their metrics and the admin API reads it.
+//!
+//! # Contract
+//! - Memory is bounded whatever producers and plugins do: at most [`RELOAD_EVENTS`]
+//!   reload events and [`RECENT_FAILURES`] failures are kept (the oldest go first), each
+//!   reason cut to [`SHOWN_REASON_MAX`] bytes with its control characters escaped, and
+//!   one set of counters per queue the worker consumes (queues of loaded manifests).
+//! - Counting a settled job costs a shared read lock and two atomic additions; a failure
+//!   or a reload takes a short lock of its own.
+//! - Times are milliseconds since the Unix epoch, as a browser's `Date` reads them.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::metrics::JobOutcome;
+use crate::text::{NAME_MAX, bounded};
+
+/// Reload events kept, across all plugin files.
+pub const RELOAD_EVENTS: usize = 100;
+/// Failed attempts kept.
+pub const RECENT_FAILURES: usize = 50;
+/// Bytes of a reason kept for showing (a dead letter keeps its whole bounded reason).
+pub const SHOWN_REASON_MAX: usize = 512;
+
+/// The host's recent activity; see the [module doc](self).
+#[derive(Debug, Default)]
+pub struct Activity {
+    reloads: Mutex<VecDeque<ReloadEvent>>,
+    failures: Mutex<VecDeque<Failure>>,
+    queues: RwLock<HashMap<Arc<str>, Arc<QueueCounters>>>,
+}
+
+/// Something that happened to a plugin file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadEvent {
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The plugin file.
+    pub file: String,
+    /// What happened.
+    pub change: ReloadChange,
+}
+
+/// What happened to a plugin file, tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReloadChange {
+    /// A plugin was loaded where none was.
+    Loaded {
+        /// Its name.
+        plugin: String,
+        /// Its version.
+        version: String,
+    },
+    /// A new version replaced the one loaded from the same file.
+    Replaced {
+        /// Its name.
+        plugin: String,
+        /// The version that served until then.
+        old: String,
+        /// The version that serves since.
+        new: String,
+    },
+    /// The file was refused; what was loaded before keeps serving.
+    Refused {
+        /// Why, bounded.
+        cause: String,
+    },
+    /// The file is gone and its plugin unloaded.
+    Removed,
+}
+
+/// A failed attempt: retried, or dead-lettered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// When it was settled, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The queue it came from.
+    pub queue: String,
+    /// Its job type, bounded; none when the message was not an envelope.
+    pub job_type: Option<String>,
+    /// Its job id; none when the message was not an envelope.
+    pub job_id: Option<Uuid>,
+    /// The attempt that failed (0 when the message was not an envelope).
+    pub attempt: u32,
+    /// `retried` or `dead_lettered`.
+    pub outcome: FailureOutcome,
+    /// Why, bounded to [`SHOWN_REASON_MAX`].
+    pub reason: String,
+}
+
+/// What became of a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureOutcome {
+    /// It waits in a hold queue for its next attempt.
+    Retried,
+    /// It is in the dead-letter queue.
+    DeadLettered,
+}
+
+/// A queue's jobs settled since the host started, and its deliveries in flight now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct QueueActivity {
+    /// Deliveries of this host being run or settled now (its unsettled deliveries).
+    pub in_flight: u64,
+    /// Completed.
+    pub completed: u64,
+    /// Failed and retried.
+    pub retried: u64,
+    /// Deferred.
+    pub deferred: u64,
+    /// Dead-lettered.
+    pub dead_lettered: u64,
+}
+
+#[derive(Debug, Default)]
+struct QueueCounters {
+    in_flight: AtomicU64,
+    completed: AtomicU64,
+    retried: AtomicU64,
+    deferred: AtomicU64,
+    dead_lettered: AtomicU64,
+}
+
+/// Keeps a delivery counted as in flight on its queue until dropped.
+#[derive(Debug)]
+pub(crate) struct Delivering(Arc<QueueCounters>);
+
+impl Drop for Delivering {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Activity {
+    /// A plugin file changed as `change`.
+    pub(crate) fn reloaded(&self, file: &str, change: ReloadChange) {
+        let event = ReloadEvent {
+            at_ms: now_ms(),
+            file: bounded(file, NAME_MAX).into_owned(),
+            change,
+        };
+        push_bounded(&self.reloads, event, RELOAD_EVENTS);
+    }
+
+    /// Every kept reload event, newest first.
+    pub fn reloads(&self) -> Vec<ReloadEvent> {
+        let reloads = self.reloads.lock().expect("reload history poisoned");
+        reloads.iter().rev().cloned().collect()
+    }
+
+    /// The kept failed attempts, newest first.
+    pub fn failures(&self) -> Vec<Failure> {
+        let failures = self.failures.lock().expect("failure history poisoned");
+        failures.iter().rev().cloned().collect()
+    }
+
+    /// The counts of `queue`; zeros for a queue nothing was delivered from.
+    pub fn queue(&self, queue: &str) -> QueueActivity {
+        let queues = self.queues.read().expect("queue counters poisoned");
+        queues.get(queue).map_or_else(QueueActivity::default, |q| {
+            let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+            QueueActivity {
+                in_flight: read(&q.in_flight),
+                completed: read(&q.completed),
+                retried: read(&q.retried),
+                deferred: read(&q.deferred),
+                dead_lettered: read(&q.dead_lettered),
+            }
+        })
+    }
+
+    /// A delivery from `queue` starts; it is in flight until the guard drops.
+    pub(crate) fn delivering(&self, queue: &Arc<str>) -> Delivering {
+        let counters = self.counters(queue);
+        counters.in_flight.fetch_add(1, Ordering::Relaxed);
+        Delivering(counters)
+    }
+
+    /// A delivery from `queue` was settled as `outcome`.
+    pub(crate) fn settled(&self, queue: &Arc<str>, outcome: JobOutcome) {
+        let counters = self.counters(queue);
+        let counter = match outcome {
+            JobOutcome::Completed => &counters.completed,
+            JobOutcome::Retried => &counters.retried,
+            JobOutcome::Deferred => &counters.deferred,
+            JobOutcome::DeadLettered => &counters.dead_lettered,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An attempt failed just now: `failure.at_ms` is set, and `failure.reason` and
+    /// `failure.job_type` are bounded, here.
+    pub(crate) fn failed(&self, mut failure: Failure) {
+        failure.at_ms = now_ms();
+        failure.reason = bounded(&failure.reason, SHOWN_REASON_MAX).into_owned();
+        failure.job_type = failure
+            .job_type
+            .map(|job_type| bounded(&job_type, NAME_MAX).into_owned());
+        push_bounded(&self.failures, failure, RECENT_FAILURES);
+    }
+
+    fn counters(&self, queue: &Arc<str>) -> Arc<QueueCounters> {
+        if let Some(counters) = self
+            .queues
+            .read()
+            .expect("queue counters poisoned")
+            .get(queue)
+        {
+            return Arc::clone(counters);
+        }
+        let mut queues = self.queues.write().expect("queue counters poisoned");
+        Arc::clone(queues.entry(Arc::clone(queue)).or_default())
+    }
+}
+
+fn push_bounded<T>(ring: &Mutex<VecDeque<T>>, item: T, max: usize) {
+    let mut ring = ring.lock().expect("history poisoned");
+    if ring.len() == max {
+        ring.pop_front();
+    }
+    ring.push_back(item);
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(reason: &str) -> Failure {
+        Failure {
+            at_ms: 0,
+            queue: "q".into(),
+            job_type: Some("t\nforged".into()),
+            job_id: None,
+            attempt: 1,
+            outcome: FailureOutcome::Retried,
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn histories_keep_the_newest_entries_up_to_their_bounds() {
+        let activity = Activity::default();
+        for n in 0..RECENT_FAILURES + 5 {
+            activity.failed(failure(&format!("failure {n}")));
+        }
+        let failures = activity.failures();
+        assert_eq!(failures.len(), RECENT_FAILURES);
+        assert_eq!(
+            failures[0].reason,
+            format!("failure {}", RECENT_FAILURES + 4)
+        );
+        for n in 0..RELOAD_EVENTS + 5 {
+            let file = if n % 2 == 0 { "a.wasm" } else { "b.wasm" };
+            let cause = format!("refusal {n}");
+            activity.reloaded(file, ReloadChange::Refused { cause });
+        }
+        let reloads = activity.reloads();
+        assert_eq!(reloads.len(), RELOAD_EVENTS);
+        let newest = ReloadChange::Refused {
+            cause: format!("refusal {}", RELOAD_EVENTS + 4),
+        };
+        assert_eq!(reloads[0].change, newest, "newest first");
+    }
+
+    #[test]
+    fn a_hostile_reason_and_job_type_are_cut_and_escaped() {
+        let activity = Activity::default();
+        activity.failed(failure(&"x".repeat(100_000)));
+        let kept = &activity.failures()[0];
+        assert!(kept.reason.len() <= SHOWN_REASON_MAX + crate::text::MARKER_MAX);
+        assert_eq!(kept.job_type.as_deref(), Some("t\\nforged"));
+    }
+
+    #[test]
+    fn a_queue_counts_its_settlements_and_its_deliveries_in_flight() {
+        let activity = Activity::default();
+        let queue: Arc<str> = "q".into();
+        let delivering = activity.delivering(&queue);
+        activity.settled(&queue, JobOutcome::Completed);
+        activity.settled(&queue, JobOutcome::DeadLettered);
+        let counts = activity.queue("q");
+        assert_eq!((counts.in_flight, counts.completed), (1, 1));
+        assert_eq!(counts.dead_lettered, 1);
+        drop(delivering);
+        assert_eq!(activity.queue("q").in_flight, 0);
+        assert_eq!(activity.queue("unknown"), QueueActivity::default());
+    }
+}

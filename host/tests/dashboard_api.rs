@@ -1,0 +1,136 @@
+//! What the dashboard's page reads, without a browser: the overview of a host on the
+//! memory backend, and the live stream, which ends when the host shuts down so that a
+//! page left open never holds up Ctrl-C.
+
+use std::time::Duration;
+
+use jobhost::admin::dashboard::Overview;
+use jobhost::admin::{self, AdminAccess, AdminState};
+use jobhost::broker::{Backend, MemoryBackend};
+use jobhost::grants::SharedGrants;
+use jobhost::job::{JobSpec, Manifest, Outcome};
+use jobhost::metrics::Metrics;
+use jobhost::policy::Granularity;
+use jobhost::testing::native_unit;
+use jobhost::worker::Plugins;
+use jobhost_sdk::{QueueConfig, RetryPolicy};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// The admin API of a host with one plugin serving `jobs.Work` on queue `work`, whose
+/// broker holds one dead letter, until `stop`.
+async fn host(stop: &CancellationToken) -> String {
+    let mut queue = QueueConfig::new("work");
+    queue.retry = RetryPolicy::fixed(3, Duration::from_secs(2));
+    let job = JobSpec {
+        name: "jobs.Work".into(),
+        queue: "work".into(),
+        retry: None,
+        timeout: None,
+    };
+    let manifest = Manifest {
+        name: "worker".into(),
+        queues: vec![queue],
+        jobs: vec![job],
+    };
+    let plugins = Plugins::new();
+    let unit = native_unit(
+        "worker.wasm",
+        manifest,
+        |_: &jobhost::job::Invocation<'_>| Outcome::Completed { follow_ups: vec![] },
+    );
+    plugins.install(unit).expect("installs");
+    let backend = MemoryBackend::new();
+    for queue in plugins.current().queues() {
+        backend.declare(queue).await.expect("declared");
+    }
+    let letter = jobhost::broker::DeadLetterOut {
+        queue: "work",
+        body: b"not an envelope",
+        reason: "malformed envelope",
+        attempts: 0,
+    };
+    backend.dead_letter(letter).await.expect("dead-lettered");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let addr = listener.local_addr().expect("its address");
+    let state = AdminState {
+        backend,
+        plugins,
+        granularity: Granularity::default(),
+        access: AdminAccess::new("token", "127.0.0.1:0", addr),
+        metrics: Metrics::new(),
+        grants: SharedGrants::default(),
+    };
+    tokio::spawn(admin::serve(listener, state, stop.clone()));
+    addr.to_string()
+}
+
+async fn request(addr: &str, path: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("sends");
+    stream
+}
+
+#[tokio::test]
+async fn the_overview_shows_each_queue_with_its_depths_and_each_job_type_with_its_schedule() {
+    let stop = CancellationToken::new();
+    let addr = host(&stop).await;
+    let mut answer = String::new();
+    let mut stream = request(&addr, "/api/overview").await;
+    tokio::time::timeout(PATIENCE, stream.read_to_string(&mut answer))
+        .await
+        .expect("an answer in time")
+        .expect("reads");
+    let body = answer.split_once("\r\n\r\n").expect("a body").1;
+    let overview: Overview = serde_json::from_str(body).expect("an overview");
+    let queue = &overview.queues[0];
+    assert_eq!(
+        (queue.name.as_str(), queue.ready, queue.held, queue.dead),
+        ("work", Some(0), Some(0), Some(1))
+    );
+    let job = &overview.jobs[0];
+    assert_eq!(job.job_type, "jobs.Work");
+    let waits: Vec<u64> = job
+        .schedule
+        .iter()
+        .map(|row| row.computed_wait_ms)
+        .collect();
+    assert_eq!(
+        waits,
+        [2000],
+        "a fixed wait of 2 s after every failed attempt"
+    );
+    assert_eq!(overview.plugins[0].name, "worker");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn an_open_event_stream_sends_overviews_and_ends_when_the_host_shuts_down() {
+    let stop = CancellationToken::new();
+    let addr = host(&stop).await;
+    let mut lines = BufReader::new(request(&addr, "/api/events").await).lines();
+    let first_event = async {
+        while let Some(line) = lines.next_line().await.expect("reads") {
+            if line == "event: overview" {
+                return lines.next_line().await.expect("reads").expect("its data");
+            }
+        }
+        panic!("the stream ended before its first overview");
+    };
+    let data = tokio::time::timeout(PATIENCE, first_event)
+        .await
+        .expect("an overview in time");
+    let overview: Overview =
+        serde_json::from_str(data.strip_prefix("data: ").expect("a data line")).expect("JSON");
+    assert_eq!(overview.queues[0].name, "work");
+
+    stop.cancel();
+    let ended = async { while lines.next_line().await.expect("reads").is_some() {} };
+    tokio::time::timeout(PATIENCE, ended)
+        .await
+        .expect("the stream ends at shutdown");
+}
