@@ -19,7 +19,7 @@ use crate::report::{Report, Row, Samples};
 use crate::units::{engine, load_fixture, plugin_unit, single_job};
 
 /// The example plugins a host runs out of the box.
-const EXAMPLES: [&str; 3] = ["email-sender", "thumbnailer", "rate-limited-api"];
+const EXAMPLES: [&str; 4] = ["email-sender", "thumbnailer", "rate-limited-api", "webhook"];
 
 /// Ten plugins without conflicting job types, for the start time.
 const TEN: [&str; 10] = [

@@ -1,10 +1,12 @@
 //! `jobhost dev` as the README runs it: from the directory that holds `plugins/`, with the
 //! default relative plugin directory. An edit in place and an editor's write-and-rename
 //! each rebuild the plugin, the host swaps the new version in, and a crate added while
-//! `dev` runs is built and loaded too.
+//! `dev` runs is built and loaded too. `dev --demo`, run in the repository itself as the
+//! README's first command, makes real HTTP requests to its own demo server: a deferral by
+//! `Retry-After`, a retry of a 503 and a webhook delivered with a valid signature.
 //!
-//! The plugin crates are scaffolds (`jobhost new`), which build into the fixtures' target
-//! directory with the fixtures' profile, so their dependencies are compiled already.
+//! The plugin crates build into the fixtures' target directory with the fixtures' profile,
+//! so their dependencies are compiled already. The demo needs 127.0.0.1:7879 free.
 
 mod cli_support;
 
@@ -99,4 +101,61 @@ fn dev_rebuilds_on_edits_in_place_and_by_rename_and_builds_a_crate_added_while_i
     scaffold(host.dir.path(), "late");
     reloaded(&host, seen, "late.wasm");
     greeting_logged(&host, "late.Greet", "hello");
+}
+
+/// The worker's line settling a job of `job_type` as `message`, whose line has `detail`.
+fn settled(host: &Host, job_type: &str, message: &str, detail: &str) -> String {
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains(message) && l.contains(job_type) && l.contains(detail)
+    })
+}
+
+#[test]
+fn dev_demo_makes_real_requests_that_defer_retry_and_deliver_a_signed_webhook() {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the host crate is in the repository");
+    let mut command = jobhost();
+    command
+        .args(["dev", "--demo"])
+        .current_dir(repository)
+        .env("CARGO_TARGET_DIR", fixtures_target_dir());
+    let unused = tempfile::tempdir().expect("a temp directory");
+    let host = Host::spawn(command, unused, BUILD);
+    host.wait_for_line(BUILD, |l| {
+        l.contains("demo HTTP server listening on http://127.0.0.1:7879")
+    });
+    host.wait_for_line(BUILD, |l| l.contains("demo jobs enqueued"));
+
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("demo server: GET /v1/orders answered 429 Too Many Requests, Retry-After: 1")
+    });
+    let deferred = settled(&host, "api.CallApi", "job deferred", "/v1/orders");
+    assert!(
+        deferred.contains("answered 429 Too Many Requests, Retry-After 1s")
+            && deferred.contains("delay=1s"),
+        "deferred for exactly the second the API asked: {deferred}"
+    );
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("api call succeeded")
+            && l.contains("/v1/orders")
+            && l.contains(r#"deferrals="2""#)
+    });
+
+    let retried = settled(&host, "api.CallApi", "job failed, retrying", "/v1/flaky");
+    assert!(
+        retried.contains("503 Service Unavailable without a usable Retry-After"),
+        "{retried}"
+    );
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("api call succeeded") && l.contains("/v1/flaky") && l.contains(r#"attempt="2""#)
+    });
+
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("demo server: POST /hook received a webhook with a valid signature")
+            && l.contains("order.created")
+    });
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("webhook delivered") && l.contains(r#"status="204""#)
+    });
 }

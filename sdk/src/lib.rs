@@ -9,15 +9,28 @@
 //! - [`Queues`], [`Job`], [`QueueConfig`] and their derives: a plugin's queues and jobs.
 //! - [`plugin!`], [`JobContext`], [`Level`], [`EnqueueError`]: export a crate as a plugin;
 //!   what a handler may ask of the host (structured logs, typed follow-up jobs).
-//! - [`testing`] (not on wasm): run handlers natively under `cargo test`.
+//! - [`config`]: the configuration values and secrets the operator gives the plugin.
+//! - [`http`] (feature `http`): outbound HTTP to the origins the operator granted, and what
+//!   a response means for the job.
+//! - [`testing`] (not on wasm): run handlers natively under `cargo test`, with config
+//!   values and a stand-in for HTTP servers.
 //! - [`parse_duration`], [`DurationError`], [`MAX_DELAY`]: the duration grammar of
 //!   attributes and flags, and the longest wait a job can be held for.
+//!
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `http` | [`http`], on the `wasip2` bindings of `wasi:http` |
 
 #![warn(missing_docs)]
 
+pub mod config;
 mod duration;
 mod error;
 mod guest;
+#[cfg(feature = "http")]
+pub mod http;
 mod policy;
 pub mod prelude;
 mod queue;

@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{HostArgs, broker_access, paths};
+use super::{HostArgs, broker_access, demo_server, paths};
 
 /// Jobs at once unless `--concurrency` says otherwise: the engine's default pool of 64
 /// instances less the one kept for loads.
@@ -67,6 +67,12 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
     paths::write_token(&token_file, &token)?;
     info!(file = %token_file.display(), "admin token written; the client commands read it from there");
     let _token_file = RemoveOnDrop(token_file);
+    // Before the plugins load, so the demo jobs find it listening.
+    let _demo_server = if args.demo {
+        demo_server::start(dir).await
+    } else {
+        None
+    };
     let metrics = Metrics::new();
     let config = HostConfig {
         plugin_dir: dir.clone(),

@@ -5,6 +5,7 @@
 
 mod broker_access;
 mod build;
+mod demo_server;
 mod dev;
 mod diagnose;
 mod host;
@@ -110,7 +111,8 @@ struct HostArgs {
     /// default `$XDG_CACHE_HOME/jobhost` or `~/.cache/jobhost`.
     #[arg(long, env = "JOBHOST_CACHE_DIR", value_name = "DIR")]
     cache_dir: Option<PathBuf>,
-    /// Enqueue `demo-jobs.jsonl` of the plugin directory once the plugins are loaded.
+    /// Enqueue `demo-jobs.jsonl` of the plugin directory once the plugins are loaded, and
+    /// serve the HTTP endpoints the example plugins call on 127.0.0.1:7879.
     #[arg(long)]
     demo: bool,
 }

@@ -1,7 +1,7 @@
 //! Hostile messages and plugins against a running `jobhost run` process, published by a
 //! plain AMQP client (no jobhost code): a 200 KB job type, a payload whose decode error
 //! quotes a 200 KB string, an envelope naming an undeclared queue that fails once, an
-//! impossible deferral through the example `rate-limited-api`, a plugin flooding host
+//! impossible deferral through the test plugin `scripted`, a plugin flooding host
 //! calls and one blocking in `manifest()`, with ordinary jobs behind them. Each hostile
 //! message ends in its `.dead` queue with a bounded reason naming its cause, the
 //! ordinary jobs complete exactly once, and the host:
@@ -28,8 +28,8 @@ const IDLE_CPU: f64 = 0.10;
 const RSS_BOUND: u64 = 512 << 20;
 /// The longest dead-letter reason the host may put on the wire.
 const REASON_BOUND: usize = 4096;
-/// The example plugin's queue.
-const API_QUEUE: &str = "examples.api";
+/// The queue of `scripted.BareJob`, which defers as its payload says.
+const DEFER_QUEUE: &str = "test.bare";
 /// The flooding plugin's queue, and the floods it is sent (its payload picks one).
 const FLOOD_QUEUE: &str = "test.hostcalls";
 const FLOODS: [&str; 4] = ["job-type", "follow-ups", "log-message", "log-calls"];
@@ -91,7 +91,7 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
     )
     .expect("the blocking plugin copies in");
     for (fixture, file, queue) in [
-        ("rate-limited-api", "rate_limited_api.wasm", API_QUEUE),
+        ("scripted", "scripted.wasm", DEFER_QUEUE),
         ("hostcalls", "hostcalls.wasm", FLOOD_QUEUE),
     ] {
         std::fs::copy(jobhost_fixtures::wasm(fixture), dir.join(file)).expect("copies in");
@@ -132,11 +132,11 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
         &envelope("ledger.Work", "no.such.queue", &stray_payload),
     )
     .await;
-    let forever = r#"{"endpoint":"/v1/forever","retry_after_ms":3000000000,"deferrals_needed":1}"#;
+    let forever = r#"{"key":"forever","defer_times":1,"defer_ms":3000000000}"#;
     publish_plainly(
         &channel,
-        API_QUEUE,
-        &envelope("api.CallApi", API_QUEUE, forever),
+        DEFER_QUEUE,
+        &envelope("scripted.BareJob", DEFER_QUEUE, forever),
     )
     .await;
     for flood in FLOODS {
@@ -162,7 +162,7 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
         )
         .await;
     let dead = ledger.wait_for_dead(2, Duration::from_secs(60)).await;
-    let api_dead = dead_letters_of(&channel, API_QUEUE, 1).await;
+    let deferral_dead = dead_letters_of(&channel, DEFER_QUEUE, 1).await;
     let flood_dead = dead_letters_of(&channel, FLOOD_QUEUE, FLOODS.len()).await;
 
     let pid = host.pid();
@@ -175,7 +175,7 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
     let reasons: Vec<&str> = dead
         .iter()
         .map(|l| l.reason.as_str())
-        .chain(api_dead.iter().chain(&flood_dead).map(String::as_str))
+        .chain(deferral_dead.iter().chain(&flood_dead).map(String::as_str))
         .collect();
     for reason in &reasons {
         assert!(
@@ -192,8 +192,8 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
         "{reasons:?}"
     );
     assert!(
-        api_dead.len() == 1 && api_dead[0].contains("3000000s"),
-        "the impossible deferral is dead-lettered naming its delay: {api_dead:?}"
+        deferral_dead.len() == 1 && deferral_dead[0].contains("3000000s"),
+        "the impossible deferral is dead-lettered naming its delay: {deferral_dead:?}"
     );
     assert!(
         flood_dead
@@ -229,7 +229,7 @@ pub(crate) async fn run(host: &HostProcess, dir: &Path, ledger: &mut Ledger, job
         &completed,
         &dead,
     );
-    for reason in api_dead.iter().chain(&flood_dead) {
+    for reason in deferral_dead.iter().chain(&flood_dead) {
         row.sent += 1;
         *row.dead.entry(reason.clone()).or_default() += 1;
     }
