@@ -12,6 +12,7 @@
 //! - [`producer`]: enqueueing typed jobs from native Rust applications.
 //! - [`reload`]: loading the plugin directory and following its changes.
 //! - [`worker`]: consuming, running and settling jobs; the plugin registry.
+//! - [`trace`]: W3C trace context across jobs: headers in and out, each attempt's span.
 //! - [`text`]: bounding untrusted text (job types, reasons, guest words) before it leaves the host.
 //! - [`testing`]: a harness running plugins on the memory backend under a paused clock.
 
@@ -29,4 +30,5 @@ pub mod producer;
 pub mod reload;
 pub mod testing;
 pub mod text;
+pub mod trace;
 pub mod worker;

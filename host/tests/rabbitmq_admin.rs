@@ -36,6 +36,7 @@ async fn dead_letters_are_listed_in_place_replayed_as_first_attempts_and_purged(
             body,
             reason,
             attempts,
+            trace: None,
         };
         backend.dead_letter(letter).await.expect("dead-lettered");
     }

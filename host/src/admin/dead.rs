@@ -74,6 +74,7 @@ impl AdminBackend for MemoryBackend {
                         body: &letter.body,
                         reason: &letter.reason,
                         attempts: letter.attempts,
+                        trace: letter.trace.as_ref(),
                     };
                     self.dead_letter(back).await?;
                     report.skipped += 1;

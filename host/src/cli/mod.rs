@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use jobhost::admin::{DEFAULT_ADDR, DEFAULT_DEAD_LIMIT};
+use jobhost::trace::TraceContext;
 use tracing_subscriber::EnvFilter;
 
 pub(crate) use diagnose::{EXIT_FAILED, diagnose};
@@ -191,6 +192,9 @@ struct EnqueueArgs {
     /// The job's queue, for RabbitMQ without a running host to ask.
     #[arg(long, value_name = "QUEUE")]
     queue: Option<String>,
+    /// Join this W3C trace (`00-{trace id}-{parent id}-{flags}`) instead of starting one.
+    #[arg(long, value_name = "TRACEPARENT", value_parser = traceparent)]
+    traceparent: Option<TraceContext>,
 }
 
 #[derive(Debug, Args)]
@@ -231,6 +235,13 @@ enum DeadAction {
 
 fn duration(text: &str) -> Result<Duration, String> {
     jobhost_sdk::parse_duration(text).map_err(|err| err.to_string())
+}
+
+fn traceparent(text: &str) -> Result<TraceContext, String> {
+    TraceContext::from_headers(text.as_bytes(), None).ok_or_else(|| {
+        "not a W3C traceparent: `00-{32 hex}-{16 hex}-{2 hex}`, lowercase, ids not all zero"
+            .to_owned()
+    })
 }
 
 fn json(text: &str) -> Result<serde_json::Value, String> {

@@ -17,6 +17,7 @@ mod deliver;
 mod handler;
 mod observe;
 mod registry;
+mod settle;
 mod tally;
 mod unsettled;
 

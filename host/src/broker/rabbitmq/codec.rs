@@ -13,6 +13,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, MAX_SHORT_STRING_LENGTH, S
 use crate::broker::{DeadLetterOut, HoldQueue};
 use crate::envelope::Envelope;
 use crate::text::{REASON_MAX, bounded};
+use crate::trace::{TRACEPARENT, TRACESTATE, TraceContext};
 
 pub(super) const HEADER_ATTEMPT: &str = "x-attempt";
 pub(super) const HEADER_DEFERRALS: &str = "x-deferrals";
@@ -25,7 +26,7 @@ const PERSISTENT: u8 = 2;
 
 /// The properties of a job message: JSON, persistent, identified by its job id and
 /// type, at the envelope's priority, with its counters as headers for operators (the
-/// body stays the source of truth).
+/// body stays the source of truth) and its trace context.
 pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
     let mut headers = FieldTable::default();
     headers.insert(HEADER_ATTEMPT.into(), AMQPValue::LongUInt(envelope.attempt));
@@ -33,6 +34,7 @@ pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
         HEADER_DEFERRALS.into(),
         AMQPValue::LongUInt(envelope.deferrals),
     );
+    insert_trace(&mut headers, envelope.trace.as_ref());
     BasicProperties::default()
         .with_content_type(CONTENT_TYPE_JSON.into())
         .with_delivery_mode(PERSISTENT)
@@ -48,7 +50,8 @@ pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
 /// The reason is bounded ([`REASON_MAX`] bytes and a marker), because it can quote what a
 /// producer sent (a job type, a decode error), and a header frame larger than the
 /// connection's `frame_max` makes the broker close the whole connection. Every header of
-/// a dead letter together stays under 4 KiB, the smallest `frame_max` AMQP allows.
+/// a dead letter together stays under 4 KiB, the smallest `frame_max` AMQP allows (the
+/// trace context adds at most 55 + 512 bytes: `TRACESTATE_MAX` bounds its state).
 pub(super) fn dead_letter_properties(letter: &DeadLetterOut<'_>) -> BasicProperties {
     let mut headers = FieldTable::default();
     headers.insert(
@@ -60,6 +63,7 @@ pub(super) fn dead_letter_properties(letter: &DeadLetterOut<'_>) -> BasicPropert
         AMQPValue::LongString(LongString::from(letter.queue)),
     );
     headers.insert(HEADER_ATTEMPTS.into(), AMQPValue::LongUInt(letter.attempts));
+    insert_trace(&mut headers, letter.trace);
     BasicProperties::default()
         .with_delivery_mode(PERSISTENT)
         .with_headers(headers)
@@ -117,6 +121,37 @@ pub(super) fn declare_options(durable: bool) -> QueueDeclareOptions {
         durable,
         ..QueueDeclareOptions::default()
     }
+}
+
+/// `traceparent` and, when there is one, `tracestate`, as long strings like other AMQP
+/// clients write them.
+fn insert_trace(headers: &mut FieldTable, trace: Option<&TraceContext>) {
+    let Some(trace) = trace else {
+        return;
+    };
+    headers.insert(
+        TRACEPARENT.into(),
+        AMQPValue::LongString(LongString::from(trace.parent.to_string())),
+    );
+    if let Some(state) = &trace.state {
+        headers.insert(
+            TRACESTATE.into(),
+            AMQPValue::LongString(LongString::from(state.as_str())),
+        );
+    }
+}
+
+/// The trace context of a received message: a `traceparent` header that is a string (of
+/// either AMQP kind) holding a valid value, and its `tracestate`. A header of any other
+/// type, or an invalid value, is no context: the job starts a trace of its own.
+pub(super) fn trace_context(properties: &BasicProperties) -> Option<TraceContext> {
+    let headers = properties.headers().as_ref()?.inner();
+    let bytes = |key: &str| match headers.get(key)? {
+        AMQPValue::LongString(value) => Some(value.as_bytes()),
+        AMQPValue::ShortString(value) => Some(value.as_str().as_bytes()),
+        _ => None,
+    };
+    TraceContext::from_headers(bytes(TRACEPARENT)?, bytes(TRACESTATE))
 }
 
 /// A string header of a received message.
@@ -223,6 +258,7 @@ mod tests {
             body: b"raw",
             reason: "fatal error: boom",
             attempts: 2,
+            trace: None,
         };
         let properties = dead_letter_properties(&letter);
         assert_eq!(
@@ -249,6 +285,7 @@ mod tests {
             body: b"raw",
             reason: &reason,
             attempts: 1,
+            trace: None,
         };
         let properties = dead_letter_properties(&letter);
         let kept = string_header(&properties, HEADER_DEATH_REASON).expect("a reason");
