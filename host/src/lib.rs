@@ -15,6 +15,13 @@
 //! - [`trace`]: W3C trace context across jobs: headers in and out, each attempt's span.
 //! - [`text`]: bounding untrusted text (job types, reasons, guest words) before it leaves the host.
 //! - [`testing`]: a harness running plugins on the memory backend under a paused clock.
+//!
+//! # Feature flags
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `tls` | off | `amqps://` to the broker through rustls (`--amqp-ca-file`, client certificates) |
+//! | `otlp` | off | OTLP/HTTP export of each job's span (`run --otlp-endpoint URL`, [`trace::otlp`]) |
 
 #![warn(missing_docs)]
 

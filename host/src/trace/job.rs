@@ -39,6 +39,11 @@ impl JobTrace {
         }
     }
 
+    /// Whether the trace is sampled: the incoming `sampled` flag, or a new trace.
+    pub fn sampled(&self) -> bool {
+        self.flags & TraceParent::SAMPLED != 0
+    }
+
     /// The `traceparent` of a job this attempt enqueues: same trace, this span as parent.
     pub fn child(&self) -> TraceParent {
         TraceParent {

@@ -26,6 +26,10 @@
 //!    carried unchanged to retries, deferrals, dead letters and follow-ups, and is never
 //!    read as a trace context, however it looks.
 //!
+//! # Export
+//! With the cargo feature `otlp` and `run --otlp-endpoint URL`, each job span is exported
+//! over OTLP/HTTP in its trace ([`otlp`]). Without the feature nothing of it is compiled.
+//!
 //! # Cost
 //! Per delivery: a lookup of the `traceparent` header, and two draws of the thread's
 //! random generator for the ids; nothing is allocated when no `tracestate` comes. The ids
@@ -33,6 +37,8 @@
 
 pub mod context;
 mod job;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 
 pub use context::{SpanId, TraceContext, TraceId, TraceParent, TraceState};
 pub use job::{DeliveryTrace, JobTrace};

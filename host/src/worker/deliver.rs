@@ -108,6 +108,7 @@ pub(super) async fn deliver<B: Backend>(
         trace_id = %trace.job.trace_id,
         span_id = %trace.job.span_id,
         parent_id = field::Empty,
+        sampled = trace.job.sampled(),
     );
     if let Some(parent_id) = trace.job.parent_id {
         span.record("parent_id", field::display(parent_id));

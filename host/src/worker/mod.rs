@@ -305,3 +305,5 @@ impl<B: Backend> ConsumeLoop<B> {
 mod ending_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_tests;
