@@ -7,6 +7,8 @@
 //! the protobuf bytes, where ids are their raw bytes.
 #![cfg(feature = "otlp")]
 
+mod cli_support;
+
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
@@ -134,6 +136,53 @@ async fn a_jobs_span_is_exported_in_the_incoming_trace_under_the_senders_span() 
     assert!(
         contains(&all, b"traced.Job"),
         "the span is named after the job type"
+    );
+}
+
+#[test]
+fn jobhost_run_with_an_otlp_endpoint_exports_the_span_of_each_job_it_runs() {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let (endpoint, received) = runtime.block_on(collector());
+    let dir = tempfile::tempdir().expect("a plugin directory");
+    std::fs::copy(
+        jobhost_fixtures::wasm("scripted"),
+        dir.path().join("scripted.wasm"),
+    )
+    .expect("the fixture copies");
+    let mut command = cli_support::jobhost();
+    command
+        .arg("run")
+        .arg("--plugins")
+        .arg(dir.path())
+        .args(["--otlp-endpoint", &endpoint]);
+    let mut host = cli_support::Host::spawn(command, dir, cli_support::STARTUP);
+    let traceparent = std::str::from_utf8(TRACEPARENT).expect("ASCII");
+    let payload = r#"{"key": "exported@example.com"}"#;
+    let output = host.cli(&[
+        "enqueue",
+        "scripted.SendEmail",
+        payload,
+        "--traceparent",
+        traceparent,
+    ]);
+    cli_support::stdout_of(&output);
+    host.wait_for_line(cli_support::PROCESSING, |l| l.contains("job completed"));
+    assert!(
+        host.interrupt(cli_support::PROCESSING).success(),
+        "the host exits cleanly, flushing its spans"
+    );
+    let all = received
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .concat();
+    let incoming = TraceContext::from_headers(TRACEPARENT, None).expect("valid");
+    assert!(
+        contains(&all, &incoming.parent.trace_id.to_bytes()),
+        "the job's span reached the collector in the trace `--traceparent` named"
+    );
+    assert!(
+        contains(&all, b"scripted@"),
+        "the span names the plugin and its version"
     );
 }
 
