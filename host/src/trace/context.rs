@@ -31,72 +31,53 @@ const VERSION_00_LEN: usize = 55;
 /// The flag bits the spec defines: `sampled` (1) and `random` (2).
 const KNOWN_FLAGS: u8 = 0b11;
 
-/// A trace's id: 16 bytes, never all zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TraceId([u8; 16]);
+/// An id of `$len` bytes that is never all zero, shown as lowercase hex.
+macro_rules! nonzero_id {
+    ($(#[$doc:meta])* $name:ident, $len:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name([u8; $len]);
 
-/// A span's id: 8 bytes, never all zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SpanId([u8; 8]);
+        impl $name {
+            /// The id of these bytes, unless they are all zero (the spec's invalid id).
+            pub fn from_bytes(bytes: [u8; $len]) -> Option<Self> {
+                (bytes != [0; $len]).then_some(Self(bytes))
+            }
 
-impl TraceId {
-    /// The id of these bytes, unless they are all zero (the spec's invalid id).
-    pub fn from_bytes(bytes: [u8; 16]) -> Option<Self> {
-        (bytes != [0; 16]).then_some(Self(bytes))
-    }
+            /// The id's bytes, most significant first.
+            pub fn to_bytes(self) -> [u8; $len] {
+                self.0
+            }
 
-    /// The id's bytes, most significant first.
-    pub fn to_bytes(self) -> [u8; 16] {
-        self.0
-    }
-
-    /// A fresh random id from the thread's generator.
-    pub fn random() -> Self {
-        loop {
-            if let Some(id) = Self::from_bytes(rand::random()) {
-                return id;
+            /// A fresh random id from the thread's generator.
+            pub fn random() -> Self {
+                loop {
+                    if let Some(id) = Self::from_bytes(rand::random()) {
+                        return id;
+                    }
+                }
             }
         }
-    }
-}
 
-impl SpanId {
-    /// The id of these bytes, unless they are all zero (the spec's invalid id).
-    pub fn from_bytes(bytes: [u8; 8]) -> Option<Self> {
-        (bytes != [0; 8]).then_some(Self(bytes))
-    }
-
-    /// The id's bytes, most significant first.
-    pub fn to_bytes(self) -> [u8; 8] {
-        self.0
-    }
-
-    /// A fresh random id from the thread's generator.
-    pub fn random() -> Self {
-        loop {
-            if let Some(id) = Self::from_bytes(rand::random()) {
-                return id;
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
             }
         }
-    }
+    };
 }
 
-/// Lowercase hex, as the wire and the log lines write ids.
-fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
-    bytes.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
-}
+nonzero_id!(
+    /// A trace's id: 16 bytes, never all zero.
+    TraceId,
+    16
+);
 
-impl fmt::Display for TraceId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_hex(f, &self.0)
-    }
-}
-
-impl fmt::Display for SpanId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_hex(f, &self.0)
-    }
-}
+nonzero_id!(
+    /// A span's id: 8 bytes, never all zero.
+    SpanId,
+    8
+);
 
 /// A `traceparent`: the trace, the span of the caller, and the trace flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
