@@ -21,7 +21,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `tls` | off | `amqps://` to the broker through rustls (`--amqp-ca-file`, client certificates) |
-//! | `otlp` | off | OTLP/HTTP export of each job's span (`run --otlp-endpoint URL`, [`trace::otlp`]) |
+//! | `otlp` | off | OTLP/HTTP export of each job's span (`run --otlp-endpoint URL`, module `trace::otlp`) |
 
 #![warn(missing_docs)]
 

@@ -28,7 +28,7 @@
 //!
 //! # Export
 //! With the cargo feature `otlp` and `run --otlp-endpoint URL`, each job span is exported
-//! over OTLP/HTTP in its trace ([`otlp`]). Without the feature nothing of it is compiled.
+//! over OTLP/HTTP in its trace (module `otlp`). Without the feature nothing of it is compiled.
 //!
 //! # Cost
 //! Per delivery: a lookup of the `traceparent` header, and two draws of the thread's

@@ -21,7 +21,8 @@
 //!
 //! Each delivery runs in a `job` span (debug level, so free at the default level) with the
 //! job's id, type, attempt, serving plugin (`name@version`), and its trace: `trace_id`,
-//! `span_id` (this attempt's own) and `parent_id` (the sender's, from `traceparent`). The
+//! `span_id` (this attempt's own), `parent_id` (the sender's, from `traceparent`) and
+//! `sampled`; the `otlp` feature exports it (`trace::otlp`). The
 //! lines an operator sees at info (retries, deferrals, dead letters) and the guest's own
 //! lines carry `trace_id` and `span_id` themselves. What the delivery publishes carries
 //! its trace context by [`crate::trace`]'s rules: follow-ups as children of the attempt,
@@ -114,13 +115,13 @@ pub(super) async fn deliver<B: Backend>(
         span.record("parent_id", field::display(parent_id));
     }
     async {
-        let settlement = run(&shared, &envelope, &trace, &mut seen).await;
+        let settlement = run(&shared, &envelope, &trace, &span, &mut seen).await;
         let settling = Settling::new(&shared, &queue, &trace, &seen);
         settling
             .settle(delivery, key, Some(&envelope), settlement)
             .await;
     }
-    .instrument(span)
+    .instrument(span.clone())
     .await;
 }
 
@@ -128,6 +129,7 @@ async fn run<B: Backend>(
     shared: &Shared<B>,
     envelope: &Envelope,
     trace: &DeliveryTrace,
+    span: &Span,
     seen: &mut Observation<'_>,
 ) -> Settlement {
     let size = envelope.payload.get().len();
@@ -146,7 +148,7 @@ async fn run<B: Backend>(
         );
         return Settlement::dead_letter(&reason, envelope.attempt);
     };
-    Span::current().record("plugin", &*route.plugin);
+    span.record("plugin", &*route.plugin);
     let handled = invoke(shared, &route, envelope, trace.job);
     let outcome = match seen.handler(&route, handled).await {
         Outcome::Completed { follow_ups } => {

@@ -205,6 +205,7 @@ mod tests {
     use super::*;
     use crate::policy::Granularity;
     use crate::text::MARKER_MAX;
+    use crate::trace::context::TRACESTATE_MAX;
 
     fn envelope() -> Envelope {
         let payload = RawValue::from_string("{}".to_owned()).expect("valid json");
@@ -235,6 +236,46 @@ mod tests {
         assert_eq!(*properties.priority(), Some(7));
         assert_eq!(u32_header(&properties, HEADER_ATTEMPT), Some(3));
         assert_eq!(u32_header(&properties, HEADER_DEFERRALS), Some(1));
+    }
+
+    #[test]
+    fn a_jobs_trace_context_goes_out_in_its_headers_and_is_read_back() {
+        let trace = TraceContext::from_headers(
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            Some(b"rojo=1"),
+        );
+        let envelope = Envelope {
+            trace: trace.clone(),
+            ..envelope()
+        };
+        let properties = job_properties(&envelope);
+        assert_eq!(trace_context(&properties), trace);
+        assert_eq!(
+            trace_context(&job_properties(&Envelope {
+                trace: None,
+                ..envelope
+            })),
+            None,
+            "no context, no headers"
+        );
+    }
+
+    #[test]
+    fn a_traceparent_header_of_another_type_is_no_trace_context() {
+        let mut headers = FieldTable::default();
+        let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        headers.insert(
+            TRACEPARENT.into(),
+            AMQPValue::ByteArray(valid.as_bytes().into()),
+        );
+        let properties = BasicProperties::default().with_headers(headers.clone());
+        assert_eq!(trace_context(&properties), None);
+        headers.insert(TRACEPARENT.into(), AMQPValue::ShortString(valid.into()));
+        let properties = BasicProperties::default().with_headers(headers);
+        assert!(
+            trace_context(&properties).is_some(),
+            "a short string is a string"
+        );
     }
 
     #[test]
@@ -299,7 +340,9 @@ mod tests {
             "{} bytes",
             kept.len()
         );
-        let headers = REASON_MAX + MARKER_MAX + 255 + 64;
+        // The reason, the queue name, the counters and names, and the trace context.
+        let trace = "traceparent".len() + 55 + "tracestate".len() + TRACESTATE_MAX;
+        let headers = REASON_MAX + MARKER_MAX + 255 + 64 + trace;
         assert!(
             headers < 4096,
             "all headers fit the smallest frame: {headers} bytes"
