@@ -31,9 +31,11 @@ const VERSION_00_LEN: usize = 55;
 /// The flag bits the spec defines: `sampled` (1) and `random` (2).
 const KNOWN_FLAGS: u8 = 0b11;
 
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 /// An id of `$len` bytes that is never all zero, shown as lowercase hex.
 macro_rules! nonzero_id {
-    ($(#[$doc:meta])* $name:ident, $len:literal) => {
+    ($(#[$doc:meta])* $name:ident, $len:literal, $int:ty) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub struct $name([u8; $len]);
@@ -49,10 +51,11 @@ macro_rules! nonzero_id {
                 self.0
             }
 
-            /// A fresh random id from the thread's generator.
+            /// A fresh random id from the thread's generator, drawn as one integer
+            /// (an array would be drawn byte by byte).
             pub fn random() -> Self {
                 loop {
-                    if let Some(id) = Self::from_bytes(rand::random()) {
+                    if let Some(id) = Self::from_bytes(rand::random::<$int>().to_be_bytes()) {
                         return id;
                     }
                 }
@@ -60,8 +63,14 @@ macro_rules! nonzero_id {
         }
 
         impl fmt::Display for $name {
+            /// One write of the whole id: ids are formatted on every publish.
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+                let mut hex = [0; 2 * $len];
+                for (pair, byte) in hex.chunks_exact_mut(2).zip(self.0) {
+                    pair[0] = HEX_DIGITS[usize::from(byte >> 4)];
+                    pair[1] = HEX_DIGITS[usize::from(byte & 0xf)];
+                }
+                f.write_str(std::str::from_utf8(&hex).expect("hex digits are ASCII"))
             }
         }
     };
@@ -70,13 +79,15 @@ macro_rules! nonzero_id {
 nonzero_id!(
     /// A trace's id: 16 bytes, never all zero.
     TraceId,
-    16
+    16,
+    u128
 );
 
 nonzero_id!(
     /// A span's id: 8 bytes, never all zero.
     SpanId,
-    8
+    8,
+    u64
 );
 
 /// A `traceparent`: the trace, the span of the caller, and the trace flags.
