@@ -14,6 +14,7 @@ use hyper_util::rt::TokioIo;
 use jobhost::grants::Grants;
 use jobhost::job::{Invocation, Outcome};
 use jobhost::plugin::{EngineConfig, Plugin};
+use jobhost::trace::JobTrace;
 use tokio::net::TcpStream;
 use uuid::Uuid;
 
@@ -105,6 +106,7 @@ async fn through_plugin(
             age: Duration::ZERO,
             payload: &payload,
             timeout: Duration::from_secs(60),
+            trace: JobTrace::start(None),
         };
         let began = Instant::now();
         let outcome = plugin.invoke(job).await;

@@ -9,6 +9,7 @@ use jobhost::broker::{Backend, MemoryBackend};
 use jobhost::envelope::Envelope;
 use jobhost::job::{Invocation, Outcome};
 use jobhost::plugin::{EngineConfig, Plugin};
+use jobhost::trace::JobTrace;
 use jobhost::worker::{Plugins, Unit, Worker, WorkerConfig};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -120,6 +121,7 @@ async fn invoke_loop(plugin: &Plugin, jobs: usize) -> anyhow::Result<Vec<Duratio
             priority: 0,
             age: Duration::ZERO,
             payload: b"{}",
+            trace: JobTrace::start(None),
             timeout: Duration::from_secs(60),
         };
         let start = Instant::now();

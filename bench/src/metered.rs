@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use jobhost::envelope::Envelope;
 use jobhost::policy::HoldDelay;
+use jobhost::trace::TraceContext;
 use jobhost_sdk::QueueConfig;
 use uuid::Uuid;
 
@@ -192,6 +193,10 @@ impl<D: Delivery> Delivery for MeteredDelivery<D> {
 
     fn redelivered(&self) -> bool {
         self.inner.redelivered()
+    }
+
+    fn trace_context(&self) -> Option<TraceContext> {
+        self.inner.trace_context()
     }
 
     async fn ack(self) -> Result<(), BrokerError> {

@@ -208,6 +208,7 @@ async fn enqueue_demo<B: AdminBackend>(file: &Path, state: &AdminState<B>) {
             &job.payload,
             None,
             state.granularity,
+            None,
         )
         .await
         {

@@ -3,12 +3,18 @@
 //! The same envelope as the `queuey` crate 1.x publishes, so queuey producers and workers
 //! interoperate with jobhost: unknown fields are ignored, missing `deferrals`/`priority`
 //! default to 0, and `correlation_id` is carried through retries untouched.
+//!
+//! The trace context is not in the body: it travels in the message's `traceparent` and
+//! `tracestate` headers (see [`crate::trace`]), which [`Envelope::trace`] holds on its way
+//! to and from the broker.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
+
+use crate::trace::TraceContext;
 
 /// One job on the wire.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -29,9 +35,14 @@ pub struct Envelope {
     /// Broker priority: 0 for normal work, the queue's maximum after a deferral.
     #[serde(default)]
     pub priority: u8,
-    /// Caller-supplied id for tracing across services; never interpreted.
+    /// Caller-supplied id for tracing across services; never interpreted, and never read
+    /// as a trace context (see [`crate::trace`], rule 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
+    /// The trace context of the message's headers, not of its body: set by the worker and
+    /// producers before a publish, read from the headers by the broker.
+    #[serde(skip)]
+    pub trace: Option<TraceContext>,
     /// The job's JSON, kept as received so it reaches the guest without re-encoding.
     pub payload: Box<RawValue>,
 }
@@ -46,6 +57,7 @@ impl PartialEq for Envelope {
             && self.deferrals == other.deferrals
             && self.priority == other.priority
             && self.correlation_id == other.correlation_id
+            && self.trace == other.trace
             && self.payload.get() == other.payload.get()
     }
 }
@@ -72,6 +84,7 @@ impl Envelope {
             deferrals: 0,
             priority: 0,
             correlation_id: None,
+            trace: None,
             payload,
         }
     }

@@ -15,15 +15,18 @@
 //! - [`producer`]: enqueueing typed jobs from native Rust applications.
 //! - [`reload`]: loading the plugin directory and following its changes.
 //! - [`worker`]: consuming, running and settling jobs; the plugin registry.
+//! - [`trace`]: W3C trace context across jobs: headers in and out, each attempt's span.
 //! - [`text`]: bounding untrusted text (job types, reasons, guest words) before it leaves the host.
 //! - [`testing`]: a harness running plugins on the memory backend under a paused clock
 //!   (feature `testing`).
 //!
-//! # Features
-//! | feature | what it adds |
-//! |---|---|
-//! | `tls` | `amqps://` to the broker, and `https://` outbound requests of plugins, through rustls |
-//! | `testing` | the [`testing`] harness, for the tests of this workspace and of embedders |
+//! # Feature flags
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `tls` | off | `amqps://` to the broker (`--amqp-ca-file`, client certificates) and `https://` outbound requests of plugins, through rustls |
+//! | `otlp` | off | OTLP/HTTP export of each job's span (`run --otlp-endpoint URL`, module `trace::otlp`) |
+//! | `testing` | off | the [`testing`] harness, for the tests of this workspace and of embedders |
 
 #![warn(missing_docs)]
 
@@ -42,4 +45,5 @@ pub mod reload;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;
+pub mod trace;
 pub mod worker;

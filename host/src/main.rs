@@ -9,7 +9,6 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    cli::init_logging(&args);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -17,7 +16,16 @@ fn main() -> ExitCode {
             return ExitCode::from(cli::EXIT_FAILED);
         }
     };
+    let telemetry = match cli::init_logging(&args, runtime.handle()) {
+        Ok(telemetry) => telemetry,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            return ExitCode::from(cli::EXIT_FAILED);
+        }
+    };
     let result = runtime.block_on(cli::run(args));
+    // Outside the runtime's threads, because the last export waits for the collector.
+    telemetry.shutdown();
     // Because a plugin load abandoned at shutdown may still be waiting out its deadline on
     // a blocking thread, exiting does not wait for the runtime's blocking threads.
     runtime.shutdown_background();

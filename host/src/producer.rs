@@ -4,6 +4,10 @@
 //! library: `Producer<AppQueues, _>::enqueue` accepts only jobs whose `queue = ...` names a
 //! queue of `AppQueues`, so a job cannot be sent to a queue set that does not serve it
 //! (the `jobhost-e2e` crate's doc holds the example that must not compile).
+//!
+//! Every job a producer publishes starts a new trace (a `traceparent` header with a fresh
+//! trace id), unless it is enqueued with [`Producer::enqueue_in_trace`], whose context
+//! makes the job a child of the caller's span (see [`crate::trace`]).
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -15,6 +19,7 @@ use uuid::Uuid;
 use crate::broker::{Backend, BrokerError};
 use crate::envelope::Envelope;
 use crate::policy::{Granularity, HoldDelay};
+use crate::trace::TraceContext;
 
 /// Why a job was not enqueued.
 #[derive(Debug, thiserror::Error)]
@@ -63,9 +68,23 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         }
     }
 
-    /// Publish `job` now. Returns its job id once the broker confirmed it.
+    /// Publish `job` now, in a new trace. Returns its job id once the broker confirmed it.
     pub async fn enqueue<J: Job<Queues = Q>>(&self, job: &J) -> Result<Uuid, ProduceError> {
         self.publish(envelope(job)?, None).await
+    }
+
+    /// Publish `job` now in the caller's trace: `trace` is the caller's context (its
+    /// `traceparent` names the caller's span), so the job's span is a child of it.
+    pub async fn enqueue_in_trace<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        trace: TraceContext,
+    ) -> Result<Uuid, ProduceError> {
+        let envelope = Envelope {
+            trace: Some(trace),
+            ..envelope(job)?
+        };
+        self.publish(envelope, None).await
     }
 
     /// Publish `job` to be delivered after `delay`, behind whatever is queued then. A delay
@@ -122,5 +141,8 @@ fn envelope<J: Job>(job: &J) -> Result<Envelope, ProduceError> {
         cause,
     };
     let payload: Box<RawValue> = serde_json::value::to_raw_value(job).map_err(serialize)?;
-    Ok(Envelope::new(J::NAME, J::QUEUE.name(), payload))
+    Ok(Envelope {
+        trace: Some(TraceContext::start()),
+        ..Envelope::new(J::NAME, J::QUEUE.name(), payload)
+    })
 }

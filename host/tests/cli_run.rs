@@ -274,3 +274,69 @@ fn a_failing_command_prints_each_cause_once() {
         "the cause is printed once:\n{stderr}"
     );
 }
+
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[test]
+fn an_enqueued_job_joins_the_trace_its_traceparent_names_and_its_log_lines_say_so() {
+    let host = Host::start(&["scripted"]);
+    let payload = r#"{"key": "traced@example.com"}"#;
+    let output = host.cli(&[
+        "enqueue",
+        "scripted.SendEmail",
+        payload,
+        "--traceparent",
+        TRACEPARENT,
+    ]);
+    let said = stdout_of(&output);
+    assert!(
+        said.contains(", trace 4bf92f3577b34da6a3ce929d0e0e4736"),
+        "enqueue names the trace: {said}"
+    );
+    let line = host.wait_for_line(PROCESSING, |l| {
+        l.contains("scripted call") && l.contains("traced@example.com")
+    });
+    assert!(
+        line.contains("trace_id=4bf92f3577b34da6a3ce929d0e0e4736"),
+        "the job's log line carries its trace: {line}"
+    );
+}
+
+#[test]
+fn an_enqueued_job_without_a_traceparent_starts_a_trace_of_its_own() {
+    let host = Host::start(&["scripted"]);
+    let enqueued = json_of(&host.cli(&[
+        "enqueue",
+        "scripted.SendEmail",
+        r#"{"key": "untraced@example.com"}"#,
+        "--json",
+    ]));
+    let trace_id = enqueued["trace_id"]
+        .as_str()
+        .expect("a trace id")
+        .to_owned();
+    assert_eq!(trace_id.len(), 32, "a W3C trace id: {trace_id}");
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("untraced@example.com") && l.contains(&format!("trace_id={trace_id}"))
+    });
+}
+
+#[test]
+fn a_malformed_traceparent_is_a_usage_error_that_shows_the_expected_form() {
+    let output = jobhost()
+        .args([
+            "enqueue",
+            "scripted.SendEmail",
+            "{}",
+            "--traceparent",
+            "00-XYZ",
+        ])
+        .output()
+        .expect("the client runs");
+    assert_eq!(output.status.code(), Some(2), "a usage error");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("not a W3C traceparent: `00-{32 hex}-{16 hex}-{2 hex}`"),
+        "{stderr}"
+    );
+}

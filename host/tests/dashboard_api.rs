@@ -52,6 +52,7 @@ async fn host(stop: &CancellationToken) -> String {
         body: b"not an envelope",
         reason: "malformed envelope",
         attempts: 0,
+        trace: None,
     };
     backend.dead_letter(letter).await.expect("dead-lettered");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");

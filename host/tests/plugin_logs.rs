@@ -3,62 +3,13 @@
 //! Each test installs a capturing subscriber as the thread's default and runs on a
 //! single-threaded runtime, so the guest runs on the thread the subscriber watches.
 
+mod capture;
 mod plugin_support;
 
-use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
-
+use capture::Captured;
 use jobhost::job::{Invocation, Outcome};
 use jobhost::plugin::Plugin;
 use plugin_support::{invocation, load};
-use serde_json::Value;
-use tracing::subscriber::DefaultGuard;
-
-/// A `tracing` subscriber writing JSON lines into memory.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn install() -> (Self, DefaultGuard) {
-        let captured = Self::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(move || writer.clone())
-            .finish();
-        (captured, tracing::subscriber::set_default(subscriber))
-    }
-
-    /// The guest events, as JSON objects.
-    fn guest_events(&self) -> Vec<Value> {
-        let bytes = self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        String::from_utf8(bytes)
-            .expect("the JSON formatter writes UTF-8")
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).expect("each line is a JSON event"))
-            .filter(|event| event["target"] == "jobhost::guest")
-            .collect()
-    }
-}
 
 async fn run(plugin: &Plugin, job: Invocation<'_>) -> Outcome {
     let outcome = plugin.invoke(job).await;

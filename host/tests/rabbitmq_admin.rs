@@ -40,6 +40,7 @@ async fn dead_letters_are_listed_in_place_replayed_as_first_attempts_and_purged(
             body,
             reason,
             attempts,
+            trace: None,
         };
         backend.dead_letter(letter).await.expect("dead-lettered");
     }
@@ -153,6 +154,7 @@ async fn a_depth_counts_ready_held_and_dead_messages_and_one_letter_is_replayed_
             body: &body,
             reason: "fatal error: no",
             attempts: 1,
+            trace: None,
         };
         backend.dead_letter(out).await.expect("dead-lettered");
     }

@@ -233,6 +233,7 @@ async fn dead_letters_and_retries_reach_queues_deleted_behind_the_hosts_back() {
                         body: &body,
                         reason: "fatal error: test",
                         attempts: 1,
+                        trace: None,
                     };
                     backend.dead_letter(letter).await
                 }
@@ -283,6 +284,7 @@ async fn a_dead_letter_for_a_queue_never_declared_is_a_permanent_unroutable_erro
             body: &body,
             reason: "r",
             attempts: 0,
+            trace: None,
         })
         .await
         .expect_err("nothing to route to");

@@ -219,6 +219,7 @@ async fn a_dead_letter_lands_in_the_dead_letter_queue_with_its_raw_body_and_why(
         body,
         reason: "malformed envelope",
         attempts: 0,
+        trace: None,
     };
     within(PATIENCE, "dead-lettering", backend.dead_letter(letter))
         .await

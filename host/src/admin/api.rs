@@ -353,6 +353,10 @@ pub struct EnqueueRequest {
     /// Deliver after this long instead of now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    /// A W3C `traceparent` (`00-{trace id}-{parent id}-{flags}`) whose trace the job
+    /// joins, as a child of the parent id; without one the job starts a new trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// The answer to `POST /jobs`.
@@ -364,6 +368,9 @@ pub struct Enqueued {
     pub queue: String,
     /// The delay it waits, rounded up to the host's retry granularity.
     pub delay_ms: Option<u64>,
+    /// The trace the job belongs to: the `traceparent`'s, or a new one (32 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// A dead letter, in `GET /dead/{queue}`.

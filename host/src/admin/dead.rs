@@ -91,6 +91,7 @@ impl AdminBackend for MemoryBackend {
                         body: &letter.body,
                         reason: &letter.reason,
                         attempts: letter.attempts,
+                        trace: letter.trace.as_ref(),
                     };
                     self.dead_letter(back).await?;
                     report.skipped += 1;

@@ -26,6 +26,7 @@ use crate::grants::SharedGrants;
 use crate::metrics::Metrics;
 use crate::policy::Granularity;
 use crate::text::{NAME_MAX, bounded};
+use crate::trace::TraceContext;
 use crate::worker::Plugins;
 
 /// How many dead letters `GET /dead/{queue}` lists unless `?limit=` says otherwise.
@@ -125,6 +126,11 @@ async fn enqueue_job<B: AdminBackend>(
         .route(&request.job_type)
         .ok_or_else(|| no_handler(&request.job_type))?;
     let delay = request.delay_ms.map(Duration::from_millis);
+    let trace = request
+        .traceparent
+        .as_deref()
+        .map(|value| TraceContext::from_headers(value.as_bytes(), None).ok_or_else(bad_traceparent))
+        .transpose()?;
     let enqueued = enqueue(
         &state.backend,
         &route.queue,
@@ -132,6 +138,7 @@ async fn enqueue_job<B: AdminBackend>(
         &request.payload,
         delay,
         state.granularity,
+        trace,
     )
     .await?;
     tracing::info!(job_type = %request.job_type, job_id = %enqueued.job_id, queue = %enqueued.queue, "job enqueued through the admin API");
@@ -222,6 +229,16 @@ impl ApiError {
     pub(super) fn new(status: StatusCode, message: String) -> Self {
         Self { status, message }
     }
+}
+
+/// The value is not echoed: it may be anything, of any length.
+fn bad_traceparent() -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "`traceparent` is not a W3C trace parent: `00-{32 hex}-{16 hex}-{2 hex}`, lowercase, \
+         ids not all zero"
+            .to_owned(),
+    )
 }
 
 fn no_handler(job_type: &str) -> ApiError {

@@ -24,6 +24,7 @@ use jobhost_sdk::QueueConfig;
 
 use crate::envelope::Envelope;
 use crate::policy::{DelayTooLong, HoldDelay};
+use crate::trace::TraceContext;
 
 pub use hold::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
 pub use memory::{DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery};
@@ -41,8 +42,8 @@ pub trait Backend: Send + Sync + 'static {
     /// declared on demand by publishes with a delay.
     fn declare(&self, queue: &QueueConfig) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
-    /// Publish a job to `envelope.queue`, or, with a delay, to the hold queue for that delay.
-    /// Returns once confirmed.
+    /// Publish a job to `envelope.queue`, or, with a delay, to the hold queue for that delay,
+    /// with [`Envelope::trace`] in its headers. Returns once confirmed.
     fn publish(
         &self,
         envelope: &Envelope,
@@ -83,6 +84,10 @@ pub trait Delivery: Send + Sync + 'static {
     /// Whether the broker delivered this message before (after a crash or a requeue).
     fn redelivered(&self) -> bool;
 
+    /// The message's trace context: its `traceparent` header when that is a valid W3C
+    /// value, with its `tracestate` when bounded; `None` for no header or an invalid one.
+    fn trace_context(&self) -> Option<TraceContext>;
+
     /// Done with it: the broker forgets the message.
     fn ack(self) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
@@ -101,6 +106,9 @@ pub struct DeadLetterOut<'a> {
     pub reason: &'a str,
     /// The attempt that was last tried, 0 when the body was not an envelope (`x-attempts`).
     pub attempts: u32,
+    /// The trace the message belonged to (`traceparent`, `tracestate`), so a dead letter
+    /// can be found by its trace id.
+    pub trace: Option<&'a TraceContext>,
 }
 
 /// How many messages wait around one work queue, as the broker counts them: what an

@@ -9,20 +9,21 @@ mod demo_server;
 mod dev;
 mod diagnose;
 mod host;
+mod logging;
 mod ops;
 mod paths;
 mod scaffold;
 mod table;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use jobhost::admin::{DEFAULT_ADDR, DEFAULT_DEAD_LIMIT};
-use tracing_subscriber::EnvFilter;
+use jobhost::trace::TraceContext;
 
 pub(crate) use diagnose::{EXIT_FAILED, diagnose};
+pub(crate) use logging::init_logging;
 
 /// Log filter of commands that run a host or a build: our info, the libraries' warnings.
 const HOST_LOG: &str = "info,wasmtime=warn,cranelift=warn,lapin=warn,notify=warn";
@@ -115,6 +116,11 @@ struct HostArgs {
     /// serve the HTTP endpoints the example plugins call on 127.0.0.1:7879.
     #[arg(long)]
     demo: bool,
+    /// Export each job's span over OTLP/HTTP to this collector's base URL (`http://` only;
+    /// spans go to `URL/v1/traces`).
+    #[cfg(feature = "otlp")]
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    otlp_endpoint: Option<String>,
 }
 
 /// Where the admin token is.
@@ -198,6 +204,9 @@ struct EnqueueArgs {
     /// The job's queue, for RabbitMQ without a running host to ask.
     #[arg(long, value_name = "QUEUE")]
     queue: Option<String>,
+    /// Join this W3C trace (`00-{trace id}-{parent id}-{flags}`) instead of starting one.
+    #[arg(long, value_name = "TRACEPARENT", value_parser = traceparent)]
+    traceparent: Option<TraceContext>,
 }
 
 #[derive(Debug, Args)]
@@ -240,31 +249,15 @@ fn duration(text: &str) -> Result<Duration, String> {
     jobhost_sdk::parse_duration(text).map_err(|err| err.to_string())
 }
 
-fn json(text: &str) -> Result<serde_json::Value, String> {
-    serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))
+fn traceparent(text: &str) -> Result<TraceContext, String> {
+    TraceContext::from_headers(text.as_bytes(), None).ok_or_else(|| {
+        "not a W3C traceparent: `00-{32 hex}-{16 hex}-{2 hex}`, lowercase, ids not all zero"
+            .to_owned()
+    })
 }
 
-/// Human log lines on stderr, filtered by `--log`/`RUST_LOG` or the command's default.
-pub(crate) fn init_logging(cli: &Cli) {
-    let default = match cli.command {
-        Command::Dev(_) => DEV_LOG,
-        Command::Run(_) | Command::Build(_) | Command::New(_) => HOST_LOG,
-        _ => CLIENT_LOG,
-    };
-    let filter = match cli.log.as_deref().map(EnvFilter::try_new) {
-        Some(Ok(filter)) => filter,
-        Some(Err(err)) => {
-            eprintln!("warning: ignoring the log filter (--log or RUST_LOG): {err}");
-            EnvFilter::new(default)
-        }
-        None => EnvFilter::new(default),
-    };
-    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .init();
+fn json(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))
 }
 
 /// Run the command.

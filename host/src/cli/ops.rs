@@ -33,6 +33,7 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
                 job_type: args.job_type.clone(),
                 payload: args.payload.clone(),
                 delay_ms: args.delay.map(millis),
+                traceparent: args.traceparent.as_ref().map(|t| t.parent.to_string()),
             };
             client.enqueue(&request).await?
         }
@@ -57,6 +58,7 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
                 &args.payload,
                 args.delay,
                 Granularity::default(),
+                args.traceparent.clone(),
             )
             .await
             .with_context(|| format!("cannot enqueue on `{}`", queue.name))?
@@ -69,8 +71,13 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
         .delay_ms
         .map(|ms| format!(", delivered in {}", duration(ms)))
         .unwrap_or_default();
+    let trace = enqueued
+        .trace_id
+        .as_deref()
+        .map(|trace_id| format!(", trace {trace_id}"))
+        .unwrap_or_default();
     println!(
-        "enqueued {} as job {} on queue {}{delay}",
+        "enqueued {} as job {} on queue {}{delay}{trace}",
         args.job_type, enqueued.job_id, enqueued.queue
     );
     Ok(())

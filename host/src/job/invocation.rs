@@ -6,6 +6,8 @@ use jobhost_sdk::JobError;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::trace::JobTrace;
+
 /// One delivery to run.
 #[derive(Debug, Clone, Copy)]
 pub struct Invocation<'a> {
@@ -27,6 +29,9 @@ pub struct Invocation<'a> {
     pub age: Duration,
     /// The job's JSON.
     pub payload: &'a [u8],
+    /// The attempt's span: its trace, its own id and its parent; the guest's log lines
+    /// carry the first two.
+    pub trace: JobTrace,
     /// How long this attempt may run: the job's timeout, else the queue's, else the
     /// engine's default.
     pub timeout: Duration,

@@ -1,7 +1,8 @@
 //! Where a guest's words go: `log` calls and stdout/stderr lines become `tracing` events.
 //!
 //! Every event has target `jobhost::guest` and carries the fields `plugin`, `job_type`,
-//! `job_id` and `attempt`, plus `source` (`log`, `stdout` or `stderr`) and, for `log`
+//! `job_id`, `attempt`, `trace_id` and `span_id` (the attempt's, see [`crate::trace`]; none
+//! for the manifest call at load), plus `source` (`log`, `stdout` or `stderr`) and, for `log`
 //! calls, the guest's own key-value pairs rendered into `fields`.
 //!
 //! Because a guest can print in a loop, a job's output is bounded twice:
@@ -32,6 +33,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 use super::bindings::types::Level as GuestLevel;
 use super::budget::BudgetExceeded;
 use crate::text::{self, NAME_MAX, REASON_MAX};
+use crate::trace::JobTrace;
 
 /// Bytes of log messages, fields and output lines of one job that reach the log.
 pub(super) const LOG_BUDGET: usize = 64 * 1024;
@@ -48,12 +50,19 @@ pub(super) struct LogTags {
     job_type: String,
     job_id: Uuid,
     attempt: u32,
+    trace: Option<JobTrace>,
 }
 
 impl LogTags {
     /// Tags for one call into `plugin`; its name and the job type come from a guest and a
     /// producer, so both are bounded to [`NAME_MAX`] and escaped.
-    pub(super) fn new(plugin: &Arc<str>, job_type: &str, job_id: Uuid, attempt: u32) -> Self {
+    pub(super) fn new(
+        plugin: &Arc<str>,
+        job_type: &str,
+        job_id: Uuid,
+        attempt: u32,
+        trace: Option<JobTrace>,
+    ) -> Self {
         let plugin = match text::bounded(plugin, NAME_MAX) {
             Cow::Borrowed(_) => Arc::clone(plugin),
             Cow::Owned(bounded) => bounded.into(),
@@ -63,6 +72,7 @@ impl LogTags {
             job_type: text::bounded(job_type, NAME_MAX).into_owned(),
             job_id,
             attempt,
+            trace,
         }
     }
 }
@@ -113,6 +123,8 @@ macro_rules! guest_event {
             job_type = %$tags.job_type,
             job_id = %$tags.job_id,
             attempt = $tags.attempt,
+            trace_id = $tags.trace.map(|t| tracing::field::display(t.trace_id)),
+            span_id = $tags.trace.map(|t| tracing::field::display(t.span_id)),
             source = $source,
             fields = %$fields,
             "{}",
@@ -356,7 +368,14 @@ mod tests {
 
     fn sink(log_bytes: usize) -> Arc<LogSink> {
         let plugin: Arc<str> = "test".into();
-        LogSink::new(LogTags::new(&plugin, "test.Job", Uuid::nil(), 1), log_bytes)
+        let tags = LogTags::new(
+            &plugin,
+            "test.Job",
+            Uuid::nil(),
+            1,
+            Some(JobTrace::start(None)),
+        );
+        LogSink::new(tags, log_bytes)
     }
 
     #[test]
@@ -401,7 +420,13 @@ mod tests {
     #[test]
     fn tags_bound_and_escape_a_guest_plugin_name_and_a_producer_job_type() {
         let plugin: Arc<str> = format!("evil\n{}", "p".repeat(1000)).into();
-        let tags = LogTags::new(&plugin, "job\u{1b}[2J", Uuid::nil(), 1);
+        let tags = LogTags::new(
+            &plugin,
+            "job\u{1b}[2J",
+            Uuid::nil(),
+            1,
+            Some(JobTrace::start(None)),
+        );
         assert!(tags.plugin.starts_with("evil\\np"), "{}", tags.plugin);
         assert!(tags.plugin.len() <= NAME_MAX + text::MARKER_MAX);
         assert_eq!(tags.job_type, "job\\u{1b}[2J");

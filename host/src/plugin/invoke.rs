@@ -49,7 +49,13 @@ impl Plugin {
     async fn run(&self, job: &Invocation<'_>) -> Outcome {
         let inner = &self.inner;
         let engine = &inner.engine.inner;
-        let tags = LogTags::new(&inner.name, job.job_type, job.job_id, job.attempt);
+        let tags = LogTags::new(
+            &inner.name,
+            job.job_type,
+            job.job_id,
+            job.attempt,
+            Some(job.trace),
+        );
         let mut store = new_store(
             &engine.wasmtime,
             tags,

@@ -212,7 +212,7 @@ fn read_manifest(
     let _slot = wasmtime_wasi::runtime::in_tokio(inner.load_permit.acquire())
         .expect("the load semaphore is never closed");
     let plugin: Arc<str> = origin.display().to_string().into();
-    let tags = LogTags::new(&plugin, "manifest", Uuid::nil(), 0);
+    let tags = LogTags::new(&plugin, "manifest", Uuid::nil(), 0, None);
     // The manifest call is granted nothing: a plugin's grants are for its jobs.
     let mut store = new_store(
         &inner.wasmtime,

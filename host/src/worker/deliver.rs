@@ -19,10 +19,19 @@
 //! a message cannot send its retries to a queue of its choosing. Dead letters go to the
 //! dead-letter queue of the queue the message was consumed from, where an operator looks.
 //!
-//! Every settlement that publishes does so before it acks. A publish that can never succeed
-//! ([`BrokerError::is_permanent`]) turns the settlement into a dead letter naming the cause;
-//! any other failure leaves the delivery to the broker, which redelivers it, and step 0
-//! keeps that from becoming a hot loop.
+//! Each delivery runs in a `job` span (debug level, so free at the default level) with the
+//! job's id, type, attempt, serving plugin (`name@version`), and its trace: `trace_id`,
+//! `span_id` (this attempt's own), `parent_id` (the sender's, from `traceparent`) and
+//! `sampled`; the `otlp` feature exports it (`trace::otlp`). The
+//! lines an operator sees at info (retries, deferrals, dead letters) and the guest's own
+//! lines carry `trace_id` and `span_id` themselves. What the delivery publishes carries
+//! its trace context by [`crate::trace`]'s rules: follow-ups as children of the attempt,
+//! retries, deferrals and dead letters the context it came with.
+//!
+//! Every settlement that publishes does so before it acks (see [`settle`](super::settle)):
+//! a publish that can never succeed turns the settlement into a dead letter naming the
+//! cause; any other failure leaves the delivery to the broker, which redelivers it, and
+//! step 0 keeps that from becoming a hot loop.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -30,49 +39,20 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use jobhost_sdk::{JobError, RetryDecision};
-use tracing::{Instrument, debug, debug_span, error, info, warn};
+use tracing::{Instrument, Span, debug_span, field, info, warn};
 
 use super::Shared;
 use super::observe::Observation;
 use super::registry::{Registry, Route};
+use super::settle::{DeliveryOf, Settlement, Settling};
 use super::tally::Settled;
 use super::unsettled::{MessageKey, Unsettled};
-use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
+use crate::broker::{Backend, Delivery};
 use crate::envelope::Envelope;
 use crate::job::{FollowUp, Invocation, Outcome};
 use crate::policy::{HoldDelay, effective_timeout};
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
-
-type DeliveryOf<B> = <<B as Backend>::Consumer as Consumer>::Delivery;
-
-/// What happens to a delivery once its handler has run.
-#[derive(Debug)]
-enum Settlement {
-    Ack {
-        follow_ups: Vec<(Envelope, Option<HoldDelay>)>,
-    },
-    Republish {
-        /// [`Settled::Retried`] or [`Settled::Deferred`].
-        kind: Settled,
-        next: Envelope,
-        delay: HoldDelay,
-    },
-    DeadLetter {
-        reason: String,
-        attempts: u32,
-    },
-}
-
-impl Settlement {
-    /// A dead letter whose reason is bounded, because it may quote what a producer or a
-    /// plugin sent.
-    fn dead_letter(reason: &str, attempts: u32) -> Self {
-        Self::DeadLetter {
-            reason: bounded(reason, REASON_MAX).into_owned(),
-            attempts,
-        }
-    }
-}
+use crate::trace::{DeliveryTrace, JobTrace, TraceId};
 
 /// Handle one delivery from `queue`, from start to settlement.
 pub(super) async fn deliver<B: Backend>(
@@ -81,6 +61,9 @@ pub(super) async fn deliver<B: Backend>(
     delivery: DeliveryOf<B>,
 ) {
     let mut seen = Observation::start(&shared.config.metrics, &queue, delivery.redelivered());
+    // Before anything can dead-letter the message, so even a poison or malformed message's
+    // dead letter carries the trace it came with.
+    let trace = DeliveryTrace::start(delivery.trace_context());
     // Only a redelivery can have failures counted, so only a redelivery pays for hashing
     // its body up front.
     let key = delivery
@@ -97,47 +80,56 @@ pub(super) async fn deliver<B: Backend>(
         );
         let attempts = Envelope::decode(delivery.body()).map_or(0, |e| e.attempt);
         let settlement = Settlement::dead_letter(&reason, attempts);
-        settle(&shared, delivery, &queue, key, None, settlement, &seen).await;
+        let settling = Settling::new(&shared, &queue, &trace, &seen);
+        settling.settle(delivery, key, None, settlement).await;
         return;
     }
-    let envelope = match Envelope::decode(delivery.body()) {
+    let mut envelope = match Envelope::decode(delivery.body()) {
         Ok(envelope) => envelope,
         Err(err) => {
             let error = bounded(&err.to_string(), REASON_MAX).into_owned();
-            warn!(%queue, %error, "dead-lettering a message that is not an envelope");
+            let trace_id = trace.job.trace_id;
+            warn!(%queue, %error, %trace_id, "dead-lettering a message that is not an envelope");
             let settlement = Settlement::dead_letter("malformed envelope", 0);
-            settle(&shared, delivery, &queue, key, None, settlement, &seen).await;
+            let settling = Settling::new(&shared, &queue, &trace, &seen);
+            settling.settle(delivery, key, None, settlement).await;
             return;
         }
     };
+    // Retries and deferrals are made from the envelope, so they carry this.
+    envelope.trace = Some(trace.carried.clone());
     // A debug span: at the default level it costs nothing per job, and the events that an
     // operator sees at info (retries, deferrals, dead letters) carry the job's fields.
     let span = debug_span!(
         "job",
         job_id = %envelope.job_id,
         job_type = %bounded(&envelope.job_type, NAME_MAX),
-        attempt = envelope.attempt
+        attempt = envelope.attempt,
+        plugin = field::Empty,
+        trace_id = %trace.job.trace_id,
+        span_id = %trace.job.span_id,
+        parent_id = field::Empty,
+        sampled = trace.job.sampled(),
     );
-    async {
-        let settlement = run(&shared, &envelope, &mut seen).await;
-        settle(
-            &shared,
-            delivery,
-            &queue,
-            key,
-            Some(&envelope),
-            settlement,
-            &seen,
-        )
-        .await;
+    if let Some(parent_id) = trace.job.parent_id {
+        span.record("parent_id", field::display(parent_id));
     }
-    .instrument(span)
+    async {
+        let settlement = run(&shared, &envelope, &trace, &span, &mut seen).await;
+        let settling = Settling::new(&shared, &queue, &trace, &seen);
+        settling
+            .settle(delivery, key, Some(&envelope), settlement)
+            .await;
+    }
+    .instrument(span.clone())
     .await;
 }
 
 async fn run<B: Backend>(
     shared: &Shared<B>,
     envelope: &Envelope,
+    trace: &DeliveryTrace,
+    span: &Span,
     seen: &mut Observation<'_>,
 ) -> Settlement {
     let size = envelope.payload.get().len();
@@ -156,21 +148,28 @@ async fn run<B: Backend>(
         );
         return Settlement::dead_letter(&reason, envelope.attempt);
     };
-    let outcome = match seen.handler(&route, invoke(shared, &route, envelope)).await {
+    span.record("plugin", &*route.plugin);
+    let handled = invoke(shared, &route, envelope, trace.job);
+    let outcome = match seen.handler(&route, handled).await {
         Outcome::Completed { follow_ups } => {
-            match route_follow_ups(shared, &registry, envelope, follow_ups) {
+            match route_follow_ups(shared, &registry, envelope, trace, follow_ups) {
                 Ok(follow_ups) => return Settlement::Ack { follow_ups },
                 Err(failure) => Outcome::Failed(failure),
             }
         }
         outcome => outcome,
     };
-    decide(shared, &route, envelope, outcome)
+    decide(shared, &route, envelope, trace.job.trace_id, outcome)
 }
 
 /// Run the handler; a panic in host code costs this attempt, not the worker, and the
 /// delivery is still settled.
-async fn invoke<B: Backend>(shared: &Shared<B>, route: &Route, envelope: &Envelope) -> Outcome {
+async fn invoke<B: Backend>(
+    shared: &Shared<B>,
+    route: &Route,
+    envelope: &Envelope,
+    trace: JobTrace,
+) -> Outcome {
     let job = Invocation {
         job_id: envelope.job_id,
         job_type: &envelope.job_type,
@@ -181,6 +180,7 @@ async fn invoke<B: Backend>(shared: &Shared<B>, route: &Route, envelope: &Envelo
         priority: envelope.priority,
         age: envelope.age(),
         payload: envelope.payload.get().as_bytes(),
+        trace,
         timeout: shared.config.attempt_timeout(effective_timeout(
             &route.job,
             &route.queue,
@@ -208,6 +208,7 @@ fn decide<B: Backend>(
     shared: &Shared<B>,
     route: &Route,
     envelope: &Envelope,
+    trace_id: TraceId,
     outcome: Outcome,
 ) -> Settlement {
     let granularity = shared.config.retry_granularity;
@@ -236,6 +237,7 @@ fn decide<B: Backend>(
                 job_id = %envelope.job_id,
                 job_type = %bounded(&envelope.job_type, NAME_MAX),
                 attempt = envelope.attempt,
+                %trace_id,
                 reason = %bounded(&reason, REASON_MAX),
                 delay = ?delay.get(),
                 "job deferred"
@@ -260,6 +262,7 @@ fn decide<B: Backend>(
                     job_id = %envelope.job_id,
                     job_type = %bounded(&envelope.job_type, NAME_MAX),
                     attempt = envelope.attempt,
+                    %trace_id,
                     %error,
                     retry_in = ?delay.get(),
                     "job failed, retrying"
@@ -285,142 +288,6 @@ fn decide<B: Backend>(
     }
 }
 
-/// Publish what replaces the delivery, then ack it. A publish that can never succeed
-/// becomes a dead letter naming the cause; any other failure leaves the delivery to the
-/// broker and counts against the message.
-async fn settle<B: Backend>(
-    shared: &Shared<B>,
-    delivery: DeliveryOf<B>,
-    queue: &str,
-    key: Option<MessageKey>,
-    job: Option<&Envelope>,
-    settlement: Settlement,
-    seen: &Observation<'_>,
-) {
-    let settlement = match publish(shared, &delivery, queue, &settlement).await {
-        Ok(()) => settlement,
-        Err(err) if err.is_permanent() && !matches!(settlement, Settlement::DeadLetter { .. }) => {
-            seen.publish_failed(&err);
-            let reason = format!("{} could not be published: {err}", settlement.what());
-            let attempts = settlement.attempts(&delivery);
-            let letter = Settlement::dead_letter(&reason, attempts);
-            if let Err(err) = publish(shared, &delivery, queue, &letter).await {
-                return unsettled(shared, delivery, queue, key, &err, seen).await;
-            }
-            letter
-        }
-        Err(err) => return unsettled(shared, delivery, queue, key, &err, seen).await,
-    };
-    match delivery.ack().await {
-        Ok(()) => {
-            if let Some(key) = key {
-                shared.unsettled.settled(key);
-            }
-            log_settled(shared, queue, job, &settlement, seen);
-        }
-        Err(err) => {
-            // The delivery is gone with the ack; a first delivery is counted from its
-            // redelivery on, so only a redelivery's failed ack is counted here.
-            if let Some(key) = key {
-                shared.unsettled.failed(key);
-            }
-            warn!(error = %err, "ack failed; the broker will redeliver the job");
-        }
-    }
-}
-
-/// The delivery could not be settled: give it back to the broker, counted.
-async fn unsettled<D: Delivery>(
-    shared: &Shared<impl Backend>,
-    delivery: D,
-    queue: &str,
-    key: Option<MessageKey>,
-    err: &BrokerError,
-    seen: &Observation<'_>,
-) {
-    seen.publish_failed(err);
-    let key = key.unwrap_or_else(|| MessageKey::of(queue, delivery.body()));
-    let failures = shared.unsettled.failed(key);
-    let error = bounded(&err.to_string(), REASON_MAX).into_owned();
-    error!(%error, failures, "publish failed; the job goes back to the broker");
-    if let Err(err) = delivery.requeue().await {
-        warn!(error = %err, "requeue failed; the broker will redeliver the job");
-    }
-}
-
-impl Settlement {
-    /// What kind of settlement this is, for the worker's summary.
-    fn settled(&self) -> Settled {
-        match self {
-            Self::Ack { .. } => Settled::Completed,
-            Self::Republish {
-                kind: Settled::Deferred,
-                ..
-            } => Settled::Deferred,
-            Self::Republish { .. } => Settled::Retried,
-            Self::DeadLetter { .. } => Settled::DeadLettered,
-        }
-    }
-
-    /// A dead letter's reason.
-    fn dead_letter_reason(&self) -> Option<&str> {
-        match self {
-            Self::DeadLetter { reason, .. } => Some(reason),
-            Self::Ack { .. } | Self::Republish { .. } => None,
-        }
-    }
-
-    /// What this settlement publishes, for a reason.
-    fn what(&self) -> &'static str {
-        match self {
-            Self::Ack { .. } => "a follow-up job",
-            Self::Republish {
-                kind: Settled::Deferred,
-                ..
-            } => "deferral",
-            Self::Republish { .. } => "retry",
-            Self::DeadLetter { .. } => "the dead letter",
-        }
-    }
-
-    /// The attempt a dead letter replacing this settlement records.
-    fn attempts(&self, delivery: &impl Delivery) -> u32 {
-        match self {
-            Self::Republish { next, .. } => next.attempt,
-            Self::DeadLetter { attempts, .. } => *attempts,
-            Self::Ack { .. } => Envelope::decode(delivery.body()).map_or(0, |e| e.attempt),
-        }
-    }
-}
-
-async fn publish<B: Backend>(
-    shared: &Shared<B>,
-    delivery: &DeliveryOf<B>,
-    queue: &str,
-    settlement: &Settlement,
-) -> Result<(), BrokerError> {
-    match settlement {
-        Settlement::Ack { follow_ups } => {
-            for (envelope, delay) in follow_ups {
-                shared.backend.publish(envelope, *delay).await?;
-            }
-            Ok(())
-        }
-        Settlement::Republish { next, delay, .. } => {
-            shared.backend.publish(next, Some(*delay)).await
-        }
-        Settlement::DeadLetter { reason, attempts } => {
-            let letter = DeadLetterOut {
-                queue,
-                body: delivery.body(),
-                reason,
-                attempts: *attempts,
-            };
-            shared.backend.dead_letter(letter).await
-        }
-    }
-}
-
 /// Give each follow-up its envelope; a follow-up of a job type nobody serves fails the
 /// attempt retryably, because publishing it would only move the problem to a dead letter
 /// (and a plugin serving it may be loaded by the next attempt); a delay no hold queue can
@@ -429,6 +296,7 @@ fn route_follow_ups<B: Backend>(
     shared: &Shared<B>,
     registry: &Registry,
     parent: &Envelope,
+    trace: &DeliveryTrace,
     follow_ups: Vec<FollowUp>,
 ) -> Result<Vec<(Envelope, Option<HoldDelay>)>, JobError> {
     follow_ups
@@ -454,36 +322,8 @@ fn route_follow_ups<B: Backend>(
             );
             envelope.job_id = follow_up.job_id;
             envelope.correlation_id.clone_from(&parent.correlation_id);
+            envelope.trace = Some(trace.follow_up());
             Ok((envelope, delay))
         })
         .collect()
-}
-
-/// Count the settlement for the worker's periodic summary and its metrics; a completion
-/// is logged at debug only, because a line per job costs more than the job (see README,
-/// "Logs").
-fn log_settled<B: Backend>(
-    shared: &Shared<B>,
-    queue: &str,
-    job: Option<&Envelope>,
-    settlement: &Settlement,
-    seen: &Observation<'_>,
-) {
-    shared.tally.count(settlement.settled());
-    seen.settled(settlement.settled(), job, settlement.dead_letter_reason());
-    match settlement {
-        Settlement::Ack { follow_ups } => debug!(follow_ups = follow_ups.len(), "job completed"),
-        Settlement::Republish { .. } => debug!("job republished"),
-        Settlement::DeadLetter { reason, .. } => match job {
-            Some(job) => warn!(
-                %queue,
-                job_id = %job.job_id,
-                job_type = %bounded(&job.job_type, NAME_MAX),
-                attempt = job.attempt,
-                %reason,
-                "job dead-lettered"
-            ),
-            None => warn!(%queue, %reason, "message dead-lettered"),
-        },
-    }
 }

@@ -17,6 +17,7 @@ mod deliver;
 mod handler;
 mod observe;
 mod registry;
+mod settle;
 mod tally;
 mod unsettled;
 
@@ -304,3 +305,5 @@ impl<B: Backend> ConsumeLoop<B> {
 mod ending_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_tests;

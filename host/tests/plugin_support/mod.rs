@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use jobhost::job::Invocation;
 use jobhost::plugin::{Engine, EngineConfig, LoadError, Plugin};
+use jobhost::trace::JobTrace;
 use uuid::Uuid;
 
 /// The memory cap of test engines: small, so a memory bomb hits it quickly.
@@ -92,6 +93,7 @@ pub fn invocation<'a>(job_type: &'a str, payload: &'a [u8]) -> Invocation<'a> {
         priority: 0,
         age: Duration::from_millis(5),
         payload,
+        trace: JobTrace::start(None),
         timeout: Duration::from_secs(30),
     }
 }

@@ -105,13 +105,26 @@ pub(crate) async fn ready(channel: &Channel, queue: &str) -> u32 {
 /// Publish `body` to `queue` as any AMQP client would (JSON content type, no jobhost code),
 /// returning once the broker has it (confirmed, on a channel in confirm mode).
 pub(crate) async fn publish_plainly(channel: &Channel, queue: &str, body: &[u8]) {
+    publish_with_headers(channel, queue, body, FieldTable::default()).await;
+}
+
+/// [`publish_plainly`], with `headers`.
+pub(crate) async fn publish_with_headers(
+    channel: &Channel,
+    queue: &str,
+    body: &[u8],
+    headers: FieldTable,
+) {
+    let properties = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_headers(headers);
     channel
         .basic_publish(
             "".into(),
             queue.into(),
             BasicPublishOptions::default(),
             body,
-            BasicProperties::default().with_content_type("application/json".into()),
+            properties,
         )
         .await
         .expect("basic.publish")

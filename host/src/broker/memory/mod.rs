@@ -24,6 +24,7 @@ use super::hold::{HoldQueue, check_queue_name};
 use super::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, QueueDepth};
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
+use crate::trace::TraceContext;
 use state::{Message, State};
 
 pub use state::{DeadLetter, HeldMessage};
@@ -195,7 +196,7 @@ impl Backend for MemoryBackend {
         envelope: &Envelope,
         delay: Option<HoldDelay>,
     ) -> Result<(), BrokerError> {
-        let message = Message::new(envelope.encode(), envelope.priority);
+        let message = Message::of(envelope);
         let mut state = self.lock();
         let q = state
             .queue_mut(&envelope.queue)
@@ -220,6 +221,7 @@ impl Backend for MemoryBackend {
             body: letter.body.to_vec(),
             reason: letter.reason.to_owned(),
             attempts: letter.attempts,
+            trace: letter.trace.cloned(),
         });
         Ok(())
     }
@@ -305,6 +307,10 @@ impl Delivery for MemoryDelivery {
 
     fn redelivered(&self) -> bool {
         self.message.as_ref().is_some_and(|m| m.redelivered)
+    }
+
+    fn trace_context(&self) -> Option<TraceContext> {
+        self.message.as_ref().and_then(|m| m.trace.clone())
     }
 
     async fn ack(mut self) -> Result<(), BrokerError> {

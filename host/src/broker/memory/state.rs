@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::broker::HoldQueue;
 use crate::envelope::Envelope;
+use crate::trace::TraceContext;
 
 /// A message in the dead-letter queue: the body as it was delivered, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,13 +22,24 @@ pub struct DeadLetter {
     pub reason: String,
     /// The last attempt tried; 0 when the body was not an envelope.
     pub attempts: u32,
+    /// The trace the message belonged to (RabbitMQ's `traceparent` and `tracestate`).
+    pub trace: Option<TraceContext>,
 }
 
 impl DeadLetter {
-    /// The dead letter's envelope, unless its body was malformed.
+    /// The dead letter's envelope with its trace context, unless its body was malformed.
     pub fn envelope(&self) -> Option<Envelope> {
-        Envelope::decode(&self.body).ok()
+        traced_envelope(&self.body, self.trace.as_ref())
     }
+}
+
+/// The envelope of a message body with the trace context of its headers.
+fn traced_envelope(body: &[u8], trace: Option<&TraceContext>) -> Option<Envelope> {
+    let envelope = Envelope::decode(body).ok()?;
+    Some(Envelope {
+        trace: trace.cloned(),
+        ..envelope
+    })
 }
 
 /// An envelope published into a hold queue.
@@ -44,6 +56,8 @@ pub struct HeldMessage {
 #[derive(Debug, Clone)]
 pub(super) struct Message {
     pub(super) body: Vec<u8>,
+    /// What RabbitMQ would carry in the `traceparent` and `tracestate` headers.
+    pub(super) trace: Option<TraceContext>,
     priority: u8,
     seq: u64,
     pub(super) redelivered: bool,
@@ -53,10 +67,24 @@ impl Message {
     pub(super) fn new(body: Vec<u8>, priority: u8) -> Self {
         Self {
             body,
+            trace: None,
             priority,
             seq: 0,
             redelivered: false,
         }
+    }
+
+    /// A job message: the envelope's body, and its trace context where headers would be.
+    pub(super) fn of(envelope: &Envelope) -> Self {
+        Self {
+            trace: envelope.trace.clone(),
+            ..Self::new(envelope.encode(), envelope.priority)
+        }
+    }
+
+    /// The message's envelope with its trace context, unless its body is not one.
+    fn envelope(&self) -> Option<Envelope> {
+        traced_envelope(&self.body, self.trace.as_ref())
     }
 
     fn order_key(&self) -> (u8, Reverse<u64>) {
@@ -192,7 +220,7 @@ impl QueueState {
     pub(super) fn ack(&mut self, message: &Message) {
         self.unacked -= 1;
         if self.recording
-            && let Ok(envelope) = Envelope::decode(&message.body)
+            && let Some(envelope) = message.envelope()
         {
             self.acked.push(envelope);
         }
@@ -229,10 +257,7 @@ impl QueueState {
     pub(super) fn pending(&self) -> Vec<Envelope> {
         let mut ready: Vec<&Message> = self.ready.iter().collect();
         ready.sort_by(|a, b| b.cmp(a));
-        ready
-            .iter()
-            .filter_map(|m| Envelope::decode(&m.body).ok())
-            .collect()
+        ready.iter().filter_map(|m| m.envelope()).collect()
     }
 
     pub(super) fn live_hold_queues(&self, now: Instant) -> Vec<(String, Duration)> {

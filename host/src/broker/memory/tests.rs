@@ -179,6 +179,7 @@ async fn dead_letters_keep_the_raw_body_and_the_reason() {
         body: b"not json",
         reason: "malformed envelope",
         attempts: 0,
+        trace: None,
     };
     backend.dead_letter(letter).await.expect("dead letter");
     let dead = backend.dead_letters("q");

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::RabbitMqBackend;
 use super::codec::{
     HEADER_ATTEMPTS, HEADER_DEATH_REASON, HEADER_ORIGINAL_QUEUE, job_properties, string_header,
-    u32_header,
+    trace_context, u32_header,
 };
 use super::session::{Failure, Session};
 use crate::broker::hold::check_queue_name;
@@ -86,7 +86,7 @@ impl RabbitMqBackend {
     }
 
     /// Move the dead letters of `queue` back onto it as first attempts with their job
-    /// ids, each one confirmed on `queue` before it leaves the dead-letter queue.
+    /// ids and trace contexts (`traceparent`), each one confirmed on `queue` before it leaves the dead-letter queue.
     /// Bodies that are not envelopes stay where they are.
     ///
     /// Only the letters present when the replay starts are considered. A connection
@@ -105,6 +105,10 @@ impl RabbitMqBackend {
             };
             match Envelope::decode(&message.data) {
                 Ok(envelope) => {
+                    let envelope = Envelope {
+                        trace: trace_context(&message.properties),
+                        ..envelope
+                    };
                     replay(&session, queue, envelope).await?;
                     message
                         .acker

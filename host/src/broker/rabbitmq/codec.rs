@@ -13,6 +13,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, MAX_SHORT_STRING_LENGTH, S
 use crate::broker::{DeadLetterOut, HoldQueue};
 use crate::envelope::Envelope;
 use crate::text::{REASON_MAX, bounded};
+use crate::trace::{TRACEPARENT, TRACESTATE, TraceContext};
 
 pub(super) const HEADER_ATTEMPT: &str = "x-attempt";
 pub(super) const HEADER_DEFERRALS: &str = "x-deferrals";
@@ -25,7 +26,7 @@ const PERSISTENT: u8 = 2;
 
 /// The properties of a job message: JSON, persistent, identified by its job id and
 /// type, at the envelope's priority, with its counters as headers for operators (the
-/// body stays the source of truth).
+/// body stays the source of truth) and its trace context.
 pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
     let mut headers = FieldTable::default();
     headers.insert(HEADER_ATTEMPT.into(), AMQPValue::LongUInt(envelope.attempt));
@@ -33,6 +34,7 @@ pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
         HEADER_DEFERRALS.into(),
         AMQPValue::LongUInt(envelope.deferrals),
     );
+    insert_trace(&mut headers, envelope.trace.as_ref());
     BasicProperties::default()
         .with_content_type(CONTENT_TYPE_JSON.into())
         .with_delivery_mode(PERSISTENT)
@@ -48,7 +50,8 @@ pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
 /// The reason is bounded ([`REASON_MAX`] bytes and a marker), because it can quote what a
 /// producer sent (a job type, a decode error), and a header frame larger than the
 /// connection's `frame_max` makes the broker close the whole connection. Every header of
-/// a dead letter together stays under 4 KiB, the smallest `frame_max` AMQP allows.
+/// a dead letter together stays under 4 KiB, the smallest `frame_max` AMQP allows (the
+/// trace context adds at most 55 + 512 bytes: `TRACESTATE_MAX` bounds its state).
 pub(super) fn dead_letter_properties(letter: &DeadLetterOut<'_>) -> BasicProperties {
     let mut headers = FieldTable::default();
     headers.insert(
@@ -60,6 +63,7 @@ pub(super) fn dead_letter_properties(letter: &DeadLetterOut<'_>) -> BasicPropert
         AMQPValue::LongString(LongString::from(letter.queue)),
     );
     headers.insert(HEADER_ATTEMPTS.into(), AMQPValue::LongUInt(letter.attempts));
+    insert_trace(&mut headers, letter.trace);
     BasicProperties::default()
         .with_delivery_mode(PERSISTENT)
         .with_headers(headers)
@@ -119,6 +123,37 @@ pub(super) fn declare_options(durable: bool) -> QueueDeclareOptions {
     }
 }
 
+/// `traceparent` and, when there is one, `tracestate`, as long strings like other AMQP
+/// clients write them.
+fn insert_trace(headers: &mut FieldTable, trace: Option<&TraceContext>) {
+    let Some(trace) = trace else {
+        return;
+    };
+    headers.insert(
+        TRACEPARENT.into(),
+        AMQPValue::LongString(LongString::from(trace.parent.to_string())),
+    );
+    if let Some(state) = &trace.state {
+        headers.insert(
+            TRACESTATE.into(),
+            AMQPValue::LongString(LongString::from(state.as_str())),
+        );
+    }
+}
+
+/// The trace context of a received message: a `traceparent` header that is a string (of
+/// either AMQP kind) holding a valid value, and its `tracestate`. A header of any other
+/// type, or an invalid value, is no context: the job starts a trace of its own.
+pub(super) fn trace_context(properties: &BasicProperties) -> Option<TraceContext> {
+    let headers = properties.headers().as_ref()?.inner();
+    let bytes = |key: &str| match headers.get(key)? {
+        AMQPValue::LongString(value) => Some(value.as_bytes()),
+        AMQPValue::ShortString(value) => Some(value.as_str().as_bytes()),
+        _ => None,
+    };
+    TraceContext::from_headers(bytes(TRACEPARENT)?, bytes(TRACESTATE))
+}
+
 /// A string header of a received message.
 pub(super) fn string_header(properties: &BasicProperties, key: &str) -> Option<String> {
     match properties.headers().as_ref()?.inner().get(key)? {
@@ -170,6 +205,7 @@ mod tests {
     use super::*;
     use crate::policy::Granularity;
     use crate::text::MARKER_MAX;
+    use crate::trace::context::TRACESTATE_MAX;
 
     fn envelope() -> Envelope {
         let payload = RawValue::from_string("{}".to_owned()).expect("valid json");
@@ -203,6 +239,46 @@ mod tests {
     }
 
     #[test]
+    fn a_jobs_trace_context_goes_out_in_its_headers_and_is_read_back() {
+        let trace = TraceContext::from_headers(
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            Some(b"rojo=1"),
+        );
+        let envelope = Envelope {
+            trace: trace.clone(),
+            ..envelope()
+        };
+        let properties = job_properties(&envelope);
+        assert_eq!(trace_context(&properties), trace);
+        assert_eq!(
+            trace_context(&job_properties(&Envelope {
+                trace: None,
+                ..envelope
+            })),
+            None,
+            "no context, no headers"
+        );
+    }
+
+    #[test]
+    fn a_traceparent_header_of_another_type_is_no_trace_context() {
+        let mut headers = FieldTable::default();
+        let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        headers.insert(
+            TRACEPARENT.into(),
+            AMQPValue::ByteArray(valid.as_bytes().into()),
+        );
+        let properties = BasicProperties::default().with_headers(headers.clone());
+        assert_eq!(trace_context(&properties), None);
+        headers.insert(TRACEPARENT.into(), AMQPValue::ShortString(valid.into()));
+        let properties = BasicProperties::default().with_headers(headers);
+        assert!(
+            trace_context(&properties).is_some(),
+            "a short string is a string"
+        );
+    }
+
+    #[test]
     fn a_job_type_longer_than_a_short_string_is_cut_at_a_character_boundary() {
         let envelope = Envelope {
             job_type: "é".repeat(200),
@@ -223,6 +299,7 @@ mod tests {
             body: b"raw",
             reason: "fatal error: boom",
             attempts: 2,
+            trace: None,
         };
         let properties = dead_letter_properties(&letter);
         assert_eq!(
@@ -249,6 +326,7 @@ mod tests {
             body: b"raw",
             reason: &reason,
             attempts: 1,
+            trace: None,
         };
         let properties = dead_letter_properties(&letter);
         let kept = string_header(&properties, HEADER_DEATH_REASON).expect("a reason");
@@ -262,7 +340,9 @@ mod tests {
             "{} bytes",
             kept.len()
         );
-        let headers = REASON_MAX + MARKER_MAX + 255 + 64;
+        // The reason, the queue name, the counters and names, and the trace context.
+        let trace = "traceparent".len() + 55 + "tracestate".len() + TRACESTATE_MAX;
+        let headers = REASON_MAX + MARKER_MAX + 255 + 64 + trace;
         assert!(
             headers < 4096,
             "all headers fit the smallest frame: {headers} bytes"

@@ -11,9 +11,11 @@ use lapin::types::FieldTable;
 use lapin::{Channel, Consumer as AmqpConsumer};
 
 use super::acks::{self, AckSender, Settle};
+use super::codec;
 use super::link::Link;
 use super::session::{Failure, Session};
 use crate::broker::{BrokerError, Consumer, Delivery};
+use crate::trace::TraceContext;
 
 /// How long closing a consumer waits to hand back messages it had prefetched but not
 /// delivered.
@@ -201,6 +203,10 @@ impl Delivery for RabbitMqDelivery {
 
     fn redelivered(&self) -> bool {
         self.delivery.redelivered
+    }
+
+    fn trace_context(&self) -> Option<TraceContext> {
+        codec::trace_context(&self.delivery.properties)
     }
 
     async fn ack(self) -> Result<(), BrokerError> {

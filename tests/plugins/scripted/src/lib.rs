@@ -39,7 +39,8 @@ enum TestQueues {
 }
 
 /// What a scripted handler does, in this order: defer while `ctx.deferrals < defer_times`,
-/// then fail with `failure` while `ctx.attempt <= fail_times`, then succeed.
+/// then fail with `failure` while `ctx.attempt <= fail_times`, then succeed, enqueueing a
+/// `scripted.BareJob` keyed `{key}.follow-up` after `follow_up_after_ms` when that is set.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Script {
     /// Names the job in logs, so tests can find its calls.
@@ -59,6 +60,10 @@ struct Script {
     /// The delay of each deferral, in milliseconds.
     #[serde(default = "Script::default_defer_ms")]
     defer_ms: u64,
+    /// Enqueue a follow-up on success, held this long (so a test can find it in the hold
+    /// queue before any worker runs it).
+    #[serde(default)]
+    follow_up_after_ms: Option<u64>,
 }
 
 impl Script {
@@ -178,6 +183,19 @@ fn run<J: Into<Script>>(job: J, ctx: &JobContext) -> Result<(), JobError> {
             Failure::Fatal => Err(JobError::fatal(script.message)),
             Failure::Panic => panic!("{}", script.message),
         };
+    }
+    if let Some(delay) = script.follow_up_after_ms {
+        let follow_up = BareJob(Script {
+            key: format!("{}.follow-up", script.key),
+            fail_times: 0,
+            failure: Failure::Retryable,
+            message: Script::default_message(),
+            defer_times: 0,
+            defer_ms: Script::default_defer_ms(),
+            follow_up_after_ms: None,
+        });
+        ctx.enqueue_after(&follow_up, Duration::from_millis(delay))
+            .map_err(|err| JobError::fatal(err.to_string()))?;
     }
     Ok(())
 }
