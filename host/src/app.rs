@@ -13,6 +13,7 @@
 //!   period); `run` returns once all of them are done.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use tokio::net::TcpListener;
@@ -80,7 +81,13 @@ pub async fn run<B: AdminBackend>(
     let metrics = config.worker.metrics.clone();
     metrics.watch_pool(&engine);
     let plugins = Plugins::new();
-    let loader = Loader::new(engine, plugins.clone()).counting(metrics.clone());
+    let declaring = backend.clone();
+    let loader = Loader::new(engine, plugins.clone())
+        .counting(metrics.clone())
+        .declaring(Arc::new(move |queue| {
+            let backend = declaring.clone();
+            Box::pin(async move { backend.declare(&queue).await })
+        }));
     // Each load ends within the engine's load deadline; shutdown need not wait for them.
     let loaded = tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
