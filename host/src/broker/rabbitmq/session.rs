@@ -51,8 +51,10 @@ impl Failure {
     }
 
     /// A failed declaration of `queue` as a `wanted` queue: like [`Failure::classify`],
-    /// except that a refusal over `x-queue-type` (the queue exists as the other type)
-    /// becomes [`BrokerError::QueueTypeConflict`], whose message says what to do.
+    /// except that a refusal that shows the queue exists as the other type becomes
+    /// [`BrokerError::QueueTypeConflict`], whose message says what to do. The broker names
+    /// the first argument that differs: `x-queue-type`, or, declaring a quorum queue,
+    /// the existing queue's `x-max-priority`, which only a classic queue has.
     pub(super) fn classify_declaration(
         queue: &str,
         wanted: QueueType,
@@ -60,7 +62,8 @@ impl Failure {
     ) -> Self {
         match Self::classify(queue, error) {
             Self::Final(BrokerError::Refused { queue, reason })
-                if reason.contains("x-queue-type") =>
+                if reason.contains("'x-queue-type'")
+                    || (wanted == QueueType::Quorum && reason.contains("'x-max-priority'")) =>
             {
                 Self::Final(BrokerError::QueueTypeConflict {
                     queue,
