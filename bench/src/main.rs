@@ -10,6 +10,7 @@
 //! create queues named `bench-<run id>.*` and delete them afterwards.
 
 mod amqp;
+mod cluster;
 mod cpu;
 mod memory;
 mod metered;
@@ -47,6 +48,9 @@ enum Command {
     Reload(Options),
     /// Memory use and start time.
     Resources(Options),
+    /// One host on a three-node cluster with quorum queues against one node with classic
+    /// queues (needs `--cluster-url`; not part of `all`).
+    Cluster(Options),
     /// Internal: measure RSS in a fresh process and print it as JSON.
     #[command(hide = true)]
     RssProbe,
@@ -64,6 +68,9 @@ struct Options {
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
     )]
     amqp_url: String,
+    /// The nodes of a RabbitMQ cluster, comma-separated, for the `cluster` scenario.
+    #[arg(long, env = "JOBHOST_CLUSTER_AMQP")]
+    cluster_url: Option<String>,
 }
 
 /// How much work each scenario does.
@@ -77,6 +84,7 @@ pub(crate) struct Sizes {
     /// Rounds of the RabbitMQ throughput scenario.
     pub(crate) rounds: usize,
     pub(crate) amqp_url: String,
+    pub(crate) cluster_url: Option<String>,
 }
 
 impl Sizes {
@@ -95,6 +103,7 @@ impl Sizes {
             starts,
             rounds,
             amqp_url: options.amqp_url.clone(),
+            cluster_url: options.cluster_url.clone(),
         }
     }
 }
@@ -110,6 +119,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Retries(options) => (options, &[Scenario::Retries]),
         Command::Reload(options) => (options, &[Scenario::Reload]),
         Command::Resources(options) => (options, &[Scenario::Resources]),
+        Command::Cluster(options) => (options, &[Scenario::Cluster]),
     };
     let sizes = Sizes::of(&options);
     let mut report = Report::default();
@@ -128,6 +138,7 @@ enum Scenario {
     Retries,
     Reload,
     Resources,
+    Cluster,
 }
 
 impl Scenario {
@@ -146,6 +157,7 @@ impl Scenario {
             Self::Retries => retries::run(sizes).await,
             Self::Reload => reload::run(sizes).await,
             Self::Resources => resources::run(sizes).await,
+            Self::Cluster => cluster::run(sizes).await,
         }
     }
 }
