@@ -57,7 +57,9 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     single.close().await;
     clustered.close().await;
 
-    let classic = classic.row(format!("one node, classic queue: jobhost + wasm no-op, p{PREFETCH}"));
+    let classic = classic.row(format!(
+        "one node, classic queue: jobhost + wasm no-op, p{PREFETCH}"
+    ));
     let quorum = quorum.row(format!(
         "3-node cluster, quorum queue: jobhost + wasm no-op, p{PREFETCH}"
     ));

@@ -24,10 +24,10 @@ mod ledger;
 #[allow(dead_code)]
 #[path = "faults_support/process.rs"]
 mod process;
+mod support;
 #[allow(dead_code)]
 #[path = "faults_support/table.rs"]
 mod table;
-mod support;
 
 use std::collections::{BTreeMap, HashSet};
 use std::process::Command;
@@ -35,14 +35,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobhost::broker::{RabbitMqBackend, RabbitMqOptions};
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
 use ledger::{DeadLetter, Ledger, LedgerQueues, ledger_id, patience};
 use process::HostProcess;
 use table::{Row, Table};
 
 const WORK: &str = "test.qledger.work";
 const DONE: &str = "test.qledger.done";
-/// Jobs by default: enough for every fault to land mid-run, within a couple of minutes.
-const DEFAULT_JOBS: usize = 4000;
+/// Jobs by default: enough for every fault to land while jobs are still waiting, within a
+/// couple of minutes.
+const DEFAULT_JOBS: usize = 10_000;
 /// The work queue's and the done queue's prefetch (the SDK's default).
 const PREFETCH: usize = 16;
 /// The ledger's policy: five attempts.
@@ -107,12 +110,35 @@ impl Cluster {
         );
     }
 
+    /// Wait (at most `limit`) until losing `node` leaves every quorum queue a majority:
+    /// a node just started again holds replicas that must catch up first.
+    async fn await_not_quorum_critical(&self, node: usize, limit: Duration) {
+        let queues = std::path::Path::new(&self.ctl).with_file_name("rabbitmq-queues");
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let output = Command::new(&queues)
+                .env("HOME", &self.dir)
+                .arg("-n")
+                .arg(&self.nodes[node])
+                .arg("check_if_node_is_quorum_critical")
+                .output()
+                .expect("rabbitmq-queues runs");
+            if output.status.success() {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} stays quorum-critical for {limit:?}: {}",
+                self.nodes[node],
+                String::from_utf8_lossy(&output.stdout)
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
     /// SIGKILL the node's Erlang VM: no goodbye to its peers or clients.
     fn kill(&self, node: usize) {
-        let name = self.nodes[node]
-            .split('@')
-            .next()
-            .expect("a node name");
+        let name = self.nodes[node].split('@').next().expect("a node name");
         let pid = std::fs::read_to_string(format!("{}/{name}/pid", self.dir))
             .expect("the node's pid file");
         let status = Command::new("kill")
@@ -146,6 +172,7 @@ fn plan(index: usize) -> (u32, u32) {
 /// Drain until every job of `completes` has a record and every job of `dies` a dead
 /// letter, failing after `limit`; returns the dead letters.
 async fn wait_for_every_outcome(
+    host: &HostProcess,
     ledger: &mut Ledger,
     completes: &[u64],
     dies: &HashSet<u64>,
@@ -163,10 +190,12 @@ async fn wait_for_every_outcome(
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "within {limit:?}: {completed} of {} jobs completed, {} of {} dead-lettered",
+            "within {limit:?}: {completed} of {} jobs completed, {} of {} dead-lettered; the \
+             host's log ends with:\n{}",
             completes.len(),
             dies.intersection(&dead_ids).count(),
-            dies.len()
+            dies.len(),
+            host.tail()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -188,8 +217,10 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
         dir
     };
     let (dir_a, dir_b) = (plugin_dir(), plugin_dir());
-    let mut host_a = HostProcess::start_on(dir_a.path(), &cluster.amqp, &[WORK, DONE]).await;
-    let host_b = HostProcess::start_on(dir_b.path(), &cluster.amqp, &[WORK, DONE]).await;
+    // Host A takes the nodes as a comma list, host B as one `--amqp` per node.
+    let mut host_a = HostProcess::start_on(dir_a.path(), &[&cluster.amqp], &[WORK, DONE]).await;
+    let urls: Vec<&str> = cluster.urls.iter().map(String::as_str).collect();
+    let host_b = HostProcess::start_on(dir_b.path(), &urls, &[WORK, DONE]).await;
     let b_started = host_b.line_count();
     // The ledger reads from the third node, which no fault touches.
     let mut ledger = Ledger::open_on(LedgerQueues {
@@ -228,42 +259,59 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
     });
 
     let limit = patience(jobs) * 2;
-    let progress = |share: usize| completes.len() * share / 100;
+    within_publish(publishing).await;
+    // Each fault lands once the work queue is down to a share of the batch: read from the
+    // queue's depth, which is exact, where the ledger lags behind the hosts.
+    let mut depth = Depth::open(&cluster.urls[2]).await;
+    let share = |percent: usize| u32::try_from(jobs * percent / 100).unwrap_or(u32::MAX);
     let mut faults = Vec::new();
-    let at = ledger.wait_for(&completes, progress(15), limit, "before the stop").await;
-    cluster.ctl(0, &["stop_app"]);
-    faults.push(format!("node 1 stop_app at {at}"));
 
-    let at = ledger.wait_for(&completes, progress(30), limit, "with node 1 stopped").await;
-    cluster.ctl(0, &["start_app"]);
-    cluster.ctl(0, &["await_startup"]);
-    faults.push(format!("started again at {at}"));
-
-    // A hot reload on host A: a second plugin appears in its directory only.
-    std::fs::copy(jobhost_fixtures::wasm("noop"), dir_a.path().join("noop.wasm"))
-        .expect("the noop plugin copies in");
+    // A hot reload on host A while both work: a second plugin appears in its directory only.
+    std::fs::copy(
+        jobhost_fixtures::wasm("noop"),
+        dir_a.path().join("noop.wasm"),
+    )
+    .expect("the noop plugin copies in");
     host_a
         .wait_for_line(0, Duration::from_secs(120), |l| {
             l.contains("plugin loaded") && l.contains("plugin=noop")
         })
         .await;
+    faults.push(format!("host A reloads ({} left)", depth.ready().await));
 
-    let at = ledger.wait_for(&completes, progress(45), limit, "after the reload").await;
-    cluster.kill(1);
-    faults.push(format!("node 2 killed at {at}"));
+    let left = depth.wait_until_at_most(share(85), limit).await;
+    cluster.ctl(0, &["stop_app"]);
+    faults.push(format!("node 1 stop_app ({left} left)"));
 
-    let at = ledger.wait_for(&completes, progress(60), limit, "with node 2 dead").await;
+    // Host A dies once its summary line shows it took its share of the work.
     host_a
         .wait_for_line(0, limit, |l| {
             l.contains("jobs settled since the last summary") && !l.contains("completed=0 ")
         })
         .await;
-    let a_completed = host_a.completions();
+    let left = depth.ready().await;
     host_a.kill();
-    faults.push(format!("host A SIGKILLed at {at}"));
+    let a_completed = host_a.completions();
+    faults.push(format!("host A SIGKILLed ({left} left)"));
 
-    within_publish(publishing).await;
-    let dead = wait_for_every_outcome(&mut ledger, &completes, &dies, limit).await;
+    let left = depth.ready().await;
+    cluster.ctl(0, &["start_app"]);
+    cluster.ctl(0, &["await_startup"]);
+    faults.push(format!("node 1 started again ({left} left)"));
+
+    let left = depth.wait_until_at_most(share(50), limit).await;
+    cluster
+        .await_not_quorum_critical(1, Duration::from_secs(120))
+        .await;
+    cluster.kill(1);
+    faults.push(format!("node 2 killed ({left} left)"));
+    assert!(
+        left > 0,
+        "the last fault lands mid-run: the work queue still held jobs (raise JOBHOST_FAULT_JOBS)"
+    );
+
+    let dead =
+        wait_for_every_outcome(&host_b, &mut ledger, &completes, &dies, patience(jobs)).await;
     let b_completed = host_b.completions();
 
     let row = row(&ledger, &ids, &completes, &dead, &faults);
@@ -276,7 +324,10 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
     );
 
     let dead_ids: HashSet<u64> = dead.iter().filter_map(|d| ledger_id(&d.body)).collect();
-    assert_eq!(dead_ids, dies, "exactly the jobs whose policy gives up are dead-lettered");
+    assert_eq!(
+        dead_ids, dies,
+        "exactly the jobs whose policy gives up are dead-lettered"
+    );
     for letter in &dead {
         assert!(
             letter.reason.starts_with(&format!(
@@ -286,7 +337,11 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
             letter.reason
         );
     }
-    assert_eq!(ledger.completed(&completes), completes.len(), "every other job completes");
+    assert_eq!(
+        ledger.completed(&completes),
+        completes.len(),
+        "every other job completes"
+    );
     assert!(a_completed > 0, "host A shared the work");
     assert!(
         host_b.lines_since(b_started, |l| l.contains("plugin loaded")) == 0,
@@ -300,6 +355,60 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
         duplicated <= bound,
         "{duplicated} duplicates, more than at-least-once explains ({bound})"
     );
+}
+
+/// The work queue's depth, read on a node no fault touches.
+struct Depth {
+    url: String,
+    channel: lapin::Channel,
+}
+
+impl Depth {
+    async fn open(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            channel: support::raw_channel_at(url).await,
+        }
+    }
+
+    /// Ready jobs on the work queue; a read the broker fails (a leader election) is made
+    /// again on a new connection.
+    async fn ready(&mut self) -> u32 {
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        loop {
+            match self
+                .channel
+                .queue_declare(WORK.into(), passive, FieldTable::default())
+                .await
+            {
+                Ok(queue) => return queue.message_count(),
+                Err(error) => {
+                    eprintln!("depth: reading the work queue failed ({error}); reading again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    self.channel = support::raw_channel_at(&self.url).await;
+                }
+            }
+        }
+    }
+
+    /// Wait until at most `left` jobs are ready, failing after `limit`; returns how many are.
+    async fn wait_until_at_most(&mut self, left: u32, limit: Duration) -> u32 {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let ready = self.ready().await;
+            if ready <= left {
+                return ready;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the work queue still holds {ready} jobs after {limit:?}, waiting for {left}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 async fn within_publish(publishing: tokio::task::JoinHandle<()>) {

@@ -112,7 +112,9 @@ async fn a_quorum_queue_declares_quorum_work_dead_letter_and_hold_queues() {
         r#""x-dead-letter-strategy","at-least-once""#,
         r#""x-overflow","reject-publish""#,
         r#""x-message-ttl",20000"#,
-        r#""x-expires",40000"#,
+        // Two delays plus ten minutes of grace, so that messages still waiting for the
+        // work queue's confirm are never expired along with their hold queue.
+        r#""x-expires",640000"#,
     ] {
         assert!(
             held.contains(argument),
@@ -298,4 +300,51 @@ async fn a_plugin_whose_quorum_queue_exists_as_classic_is_refused_at_load_and_sa
         0,
         "nothing of the refused plugin serves"
     );
+}
+
+/// A quorum hold queue dead-letters at-least-once: a worker of the broker moves expired
+/// messages one confirmed batch at a time, so a burst of retries leaves the hold queue
+/// later than its TTL says, and the queue must not expire (taking them along) meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_retries_through_a_quorum_hold_queue_all_come_back() {
+    const RETRIES: u32 = 3000;
+    let Some(backend) = backend(&unique("quorum")).await else {
+        return;
+    };
+    let backend = Arc::new(backend);
+    let name = unique("quorum-burst");
+    let _cleanup = Cleanup::new(&[&name]);
+    backend.declare(&quorum(&name)).await.expect("declared");
+
+    let mut publishing = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (backend, name) = (backend.clone(), name.clone());
+        publishing.spawn(async move {
+            for _ in 0..RETRIES / 8 {
+                let envelope = Envelope::new("t", &name, payload());
+                backend
+                    .publish(&envelope, Some(hold(Duration::from_secs(1))))
+                    .await
+                    .expect("published into the hold queue");
+            }
+        });
+    }
+    within(
+        Duration::from_secs(120),
+        "the retries to be held",
+        publishing.join_all(),
+    )
+    .await;
+
+    let channel = raw_channel().await;
+    within(
+        Duration::from_secs(120),
+        "every retry back on its work queue",
+        async {
+            while ready(&channel, &name).await < RETRIES {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        },
+    )
+    .await;
 }

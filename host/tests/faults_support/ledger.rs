@@ -98,7 +98,9 @@ impl Ledger {
     /// replaced: what was not taken is still there for the next drain.
     pub(crate) async fn drain(&mut self) {
         if let Err(error) = self.try_drain().await {
-            eprintln!("ledger: reading the broker failed ({error}); reading on through a new connection");
+            eprintln!(
+                "ledger: reading the broker failed ({error}); reading on through a new connection"
+            );
             self.reconnect().await;
         }
     }

@@ -25,15 +25,15 @@ pub(crate) struct HostProcess {
 impl HostProcess {
     /// Start a host on plugin directory `dir`, once it consumes the ledger's queues.
     pub(crate) async fn start(dir: &Path) -> Self {
-        Self::start_on(dir, &amqp_url(), &[WORK_QUEUE, DONE_QUEUE]).await
+        Self::start_on(dir, &[&amqp_url()], &[WORK_QUEUE, DONE_QUEUE]).await
     }
 
-    /// Start a host on plugin directory `dir` and broker `amqp` (one URL or a comma list of
-    /// nodes), once it consumes each of `queues`.
-    pub(crate) async fn start_on(dir: &Path, amqp: &str, queues: &[&str]) -> Self {
+    /// Start a host on plugin directory `dir` with one `--amqp` per item of `amqp` (a URL or
+    /// a comma list of nodes), once it consumes each of `queues`.
+    pub(crate) async fn start_on(dir: &Path, amqp: &[&str], queues: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_jobhost"))
-            .args(["run", "--admin", "127.0.0.1:0", "--amqp"])
-            .arg(amqp)
+            .args(["run", "--admin", "127.0.0.1:0"])
+            .args(amqp.iter().flat_map(|url| ["--amqp", url]))
             .arg("--concurrency")
             .arg(CONCURRENCY.to_string())
             .arg("--plugins")
@@ -131,7 +131,8 @@ impl HostProcess {
         }
     }
 
-    fn tail(&self) -> String {
+    /// The host's last 40 log lines.
+    pub(crate) fn tail(&self) -> String {
         let lines = self.lines.lock().expect("the log lock");
         let start = lines.len().saturating_sub(40);
         lines[start..].join("\n")

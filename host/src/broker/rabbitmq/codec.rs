@@ -108,6 +108,14 @@ fn type_arguments(queue_type: QueueType) -> FieldTable {
     arguments
 }
 
+/// How much longer than a classic one a quorum hold queue lives without a declaration.
+///
+/// Because a queue that expires takes its messages with it, and a quorum hold queue keeps a
+/// message past its TTL until the work queue has confirmed it (at-least-once): while the
+/// work queue elects a new leader, or no host can declare the hold queue because the
+/// cluster is failing over, messages wait there longer than two delays.
+const QUORUM_HOLD_GRACE_MS: u64 = 10 * 60 * 1000;
+
 /// The arguments of a hold queue: messages expire after the delay and are
 /// dead-lettered through the default exchange back onto `config`'s work queue; the queue
 /// itself expires after two delays without a declaration.
@@ -131,9 +139,13 @@ pub(super) fn hold_queue_arguments(config: &QueueConfig, hold: &HoldQueue) -> Fi
         "x-dead-letter-routing-key".into(),
         AMQPValue::LongString(LongString::from(config.name.as_str())),
     );
+    let expires_ms = match config.queue_type {
+        QueueType::Classic => hold.expires_ms(),
+        QueueType::Quorum => (hold.expires_ms() + QUORUM_HOLD_GRACE_MS).min(u64::from(u32::MAX)),
+    };
     arguments.insert(
         "x-expires".into(),
-        AMQPValue::LongLongInt(millis(hold.expires_ms())),
+        AMQPValue::LongLongInt(millis(expires_ms)),
     );
     if config.queue_type == QueueType::Quorum {
         arguments.insert(
@@ -412,6 +424,19 @@ mod tests {
             get("x-overflow"),
             Some(AMQPValue::LongString("reject-publish".into())),
             "RabbitMQ dead-letters at-most-once without it"
+        );
+        assert_eq!(
+            get("x-expires"),
+            Some(AMQPValue::LongLongInt(2_000 + 600_000)),
+            "a quorum hold queue outlives a failover with messages in it"
+        );
+        let longest = HoldQueue::longest("q");
+        assert_eq!(
+            hold_queue_arguments(&config, &longest)
+                .inner()
+                .get("x-expires"),
+            Some(&AMQPValue::LongLongInt(i64::from(u32::MAX))),
+            "never more than RabbitMQ accepts"
         );
     }
 

@@ -187,7 +187,12 @@ impl Session {
             .await
             .map_err(Failure::Lost)?;
         let confirmation = confirm.await.map_err(Failure::Lost)?;
-        self.release_publisher(channel);
+        // A nacked channel is not reused: after a quorum queue's leader moved, RabbitMQ
+        // (seen on 3.10) can nack everything one channel sends to that queue, while a new
+        // channel publishes normally.
+        if !matches!(confirmation, Confirmation::Nack(_)) {
+            self.release_publisher(channel);
+        }
         confirmed(routing_key, confirmation)
     }
 
