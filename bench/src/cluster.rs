@@ -17,7 +17,7 @@ use jobhost_sdk::QueueType;
 use crate::Sizes;
 use crate::amqp::{self, queue_name};
 use crate::rabbit::{Rounds, through_host};
-use crate::report::{Report, Row};
+use crate::report::Report;
 use crate::units::{NOOP_JOB, engine, load_fixture, plugin_unit, single_job};
 
 /// The prefetch of both drains, both crates' default.
