@@ -10,6 +10,7 @@
 //! create queues named `bench-<run id>.*` and delete them afterwards.
 
 mod amqp;
+mod cluster;
 mod cpu;
 mod http;
 mod memory;
@@ -50,6 +51,9 @@ enum Command {
     Resources(Options),
     /// Outbound HTTP through a plugin against the same local server called natively.
     Http(Options),
+    /// One host on a three-node cluster with quorum queues against one node with classic
+    /// queues (needs `--cluster-url`; not part of `all`).
+    Cluster(Options),
     /// Internal: measure RSS in a fresh process and print it as JSON.
     #[command(hide = true)]
     RssProbe,
@@ -67,6 +71,9 @@ struct Options {
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
     )]
     amqp_url: String,
+    /// The nodes of a RabbitMQ cluster, comma-separated, for the `cluster` scenario.
+    #[arg(long, env = "JOBHOST_CLUSTER_AMQP")]
+    cluster_url: Option<String>,
 }
 
 /// How much work each scenario does.
@@ -82,6 +89,7 @@ pub(crate) struct Sizes {
     /// Rounds of the RabbitMQ throughput scenario.
     pub(crate) rounds: usize,
     pub(crate) amqp_url: String,
+    pub(crate) cluster_url: Option<String>,
 }
 
 impl Sizes {
@@ -102,6 +110,7 @@ impl Sizes {
             http_requests,
             rounds,
             amqp_url: options.amqp_url.clone(),
+            cluster_url: options.cluster_url.clone(),
         }
     }
 }
@@ -118,6 +127,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Reload(options) => (options, &[Scenario::Reload]),
         Command::Resources(options) => (options, &[Scenario::Resources]),
         Command::Http(options) => (options, &[Scenario::Http]),
+        Command::Cluster(options) => (options, &[Scenario::Cluster]),
     };
     let sizes = Sizes::of(&options);
     let mut report = Report::default();
@@ -137,6 +147,7 @@ enum Scenario {
     Reload,
     Resources,
     Http,
+    Cluster,
 }
 
 impl Scenario {
@@ -157,6 +168,7 @@ impl Scenario {
             Self::Reload => reload::run(sizes).await,
             Self::Resources => resources::run(sizes).await,
             Self::Http => http::run(sizes).await,
+            Self::Cluster => cluster::run(sizes).await,
         }
     }
 }

@@ -32,7 +32,7 @@ const DEADLINE: Duration = Duration::from_secs(600);
 const PREFETCHES: [u16; 2] = [16, 200];
 
 /// What one drain measured.
-struct Drained {
+pub(crate) struct Drained {
     jobs_per_s: f64,
     cpu_per_job: Duration,
     samples: Samples,
@@ -50,21 +50,21 @@ impl Drained {
 
 /// Every round's measurements of one contender at one prefetch.
 #[derive(Default)]
-struct Rounds {
+pub(crate) struct Rounds {
     rates: Vec<f64>,
     cpu: Vec<Duration>,
     samples: Vec<Duration>,
 }
 
 impl Rounds {
-    fn push(&mut self, drained: Drained) {
+    pub(crate) fn push(&mut self, drained: Drained) {
         self.rates.push(drained.jobs_per_s);
         self.cpu.push(drained.cpu_per_job);
         self.samples.extend(drained.samples.into_inner());
     }
 
     /// The median round's rate and CPU per job (each its own median), all samples.
-    fn row(self, label: String) -> Row {
+    pub(crate) fn row(self, label: String) -> Row {
         let Self {
             mut rates,
             mut cpu,
@@ -247,7 +247,7 @@ fn median(values: &mut [f64]) -> Option<f64> {
 }
 
 /// Fill `queue` with `jobs` no-op jobs, then drain it with a worker serving `unit`.
-async fn through_host(
+pub(crate) async fn through_host(
     backend: &Arc<RabbitMqBackend>,
     unit: Unit,
     queue: &str,

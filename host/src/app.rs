@@ -18,6 +18,7 @@
 //!   period); `run` returns once all of them are done.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use tokio::net::TcpListener;
@@ -102,9 +103,14 @@ pub async fn run<B: AdminBackend>(
     let metrics = config.worker.metrics.clone();
     metrics.watch_pool(&engine);
     let plugins = Plugins::new();
+    let declaring = backend.clone();
     let loader = Loader::new(engine.clone(), plugins.clone())
         .counting(metrics.clone())
-        .granting(config.grants_file.clone());
+        .granting(config.grants_file.clone())
+        .declaring(Arc::new(move |queue| {
+            let backend = declaring.clone();
+            Box::pin(async move { backend.declare(&queue).await })
+        }));
     // Each load ends within the engine's load deadline; shutdown need not wait for them.
     let loaded = tokio::select! {
         () = shutdown.cancelled() => return Ok(()),

@@ -76,7 +76,7 @@ async fn a_component_of_another_world_is_refused_as_not_a_plugin() {
         "the message names the file: {message}"
     );
     assert!(
-        message.contains("does not export `jobhost:plugin/handler@0.1.0`"),
+        message.contains("does not export `jobhost:plugin/handler@0.2.0`"),
         "{message}"
     );
 }
@@ -93,7 +93,7 @@ async fn a_plugin_built_against_another_contract_version_is_refused_saying_so() 
         "the message names the file: {message}"
     );
     assert!(
-        message.contains("was built against jobhost:plugin@0.0.1, this host speaks 0.1.0"),
+        message.contains("was built against jobhost:plugin@0.0.1, this host speaks 0.2.0"),
         "{message}"
     );
 }

@@ -42,3 +42,30 @@ async fn refused_credentials_are_an_error_that_masks_the_password() {
         "the password leaked: {message}"
     );
 }
+
+#[tokio::test]
+async fn with_a_list_of_brokers_an_unreachable_first_one_is_skipped_for_the_next() {
+    let list = format!("amqp://guest:{PASSWORD}@127.0.0.1:1/%2f,{}", amqp_url());
+    let backend = match RabbitMqBackend::connect(&list, RabbitMqOptions::default()).await {
+        Ok(backend) => backend,
+        Err(_) if support::skip_requested() => return,
+        Err(error) => panic!("the second broker of the list answers: {error}"),
+    };
+    backend.close().await;
+}
+
+#[tokio::test]
+async fn when_no_broker_of_a_list_answers_the_error_names_each_without_its_password() {
+    let error = connect_error(&format!(
+        "amqp://guest:{PASSWORD}@127.0.0.1:1/%2f,amqp://guest:{PASSWORD}@127.0.0.1:2/%2f"
+    ))
+    .await;
+    let message = error.to_string();
+    assert!(
+        !message.contains(PASSWORD),
+        "the password leaked: {message}"
+    );
+    for node in ["guest:***@127.0.0.1:1", "guest:***@127.0.0.1:2"] {
+        assert!(message.contains(node), "`{node}` is named: {message}");
+    }
+}

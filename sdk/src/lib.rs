@@ -44,4 +44,4 @@ pub use guest::__private;
 pub use guest::{EnqueueError, JobContext, Level};
 pub use jobhost_macros::{Job, Queues};
 pub use policy::{Backoff, RetryDecision, RetryPolicy};
-pub use queue::{Job, QueueConfig, Queues};
+pub use queue::{Job, QueueConfig, QueueType, Queues};

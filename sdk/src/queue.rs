@@ -41,8 +41,13 @@ pub struct QueueConfig {
     pub name: String,
     /// How many unacknowledged deliveries a consumer may hold (1..=65535, default 16).
     pub prefetch: u16,
-    /// Whether the queue survives a broker restart (default true).
+    /// Whether the queue survives a broker restart (default true; a quorum queue always
+    /// does).
     pub durable: bool,
+    /// How the broker keeps the queue and its hold and dead-letter queues (default
+    /// [`QueueType::Classic`]).
+    #[serde(default)]
+    pub queue_type: QueueType,
     /// The highest message priority, `x-max-priority` (default 10; 0 means none).
     pub max_priority: u8,
     /// `x-message-ttl`, when set.
@@ -61,10 +66,50 @@ impl QueueConfig {
             name: name.into(),
             prefetch: 16,
             durable: true,
+            queue_type: QueueType::Classic,
             max_priority: 10,
             message_ttl: None,
             retry: RetryPolicy::default(),
             timeout: None,
         }
+    }
+}
+
+/// How the broker keeps a queue, its dead-letter queue and its hold queues.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueType {
+    /// A RabbitMQ classic queue on one node: the fastest, what `queuey` declares, and lost
+    /// with its node. Its dead-lettering (a hold queue releasing a retry) is at-most-once.
+    #[default]
+    Classic,
+    /// A RabbitMQ quorum queue, replicated over the cluster's nodes (Raft): it survives the
+    /// loss of a minority of them. Always durable; hold queues dead-letter at-least-once,
+    /// so a retry is never dropped between hold queue and work queue. Message priority is
+    /// not what it is on a classic queue: see the README, "Scaling out and high availability".
+    Quorum,
+}
+
+impl QueueType {
+    /// The broker's name for it, the value of `x-queue-type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Classic => "classic",
+            Self::Quorum => "quorum",
+        }
+    }
+
+    /// The other type: what a queue declared as this one may exist as already.
+    pub fn other(self) -> Self {
+        match self {
+            Self::Classic => Self::Quorum,
+            Self::Quorum => Self::Classic,
+        }
+    }
+}
+
+impl std::fmt::Display for QueueType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

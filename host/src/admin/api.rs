@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use jobhost_sdk::{Backoff, QueueConfig, RetryPolicy};
+use jobhost_sdk::{Backoff, QueueConfig, QueueType, RetryPolicy};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -143,6 +143,9 @@ pub struct QueueView {
     pub prefetch: u16,
     /// Whether it survives a broker restart.
     pub durable: bool,
+    /// `classic` or `quorum`; `classic` when a host of an older version leaves it out.
+    #[serde(default)]
+    pub queue_type: QueueType,
     /// `x-max-priority`; 0 means none.
     pub max_priority: u8,
     /// `x-message-ttl`, when set.
@@ -159,6 +162,7 @@ impl From<&QueueConfig> for QueueView {
             name: queue.name.clone(),
             prefetch: queue.prefetch,
             durable: queue.durable,
+            queue_type: queue.queue_type,
             max_priority: queue.max_priority,
             message_ttl_ms: queue.message_ttl.map(millis),
             retry: PolicyView::from(&queue.retry),
@@ -173,6 +177,7 @@ impl From<&QueueView> for QueueConfig {
             name: view.name.clone(),
             prefetch: view.prefetch,
             durable: view.durable,
+            queue_type: view.queue_type,
             max_priority: view.max_priority,
             message_ttl: view.message_ttl_ms.map(Duration::from_millis),
             retry: RetryPolicy::from(&view.retry),
@@ -508,5 +513,11 @@ mod tests {
         let mut queue = QueueConfig::new("q");
         queue.message_ttl = Some(Duration::from_secs(60));
         assert_eq!(QueueConfig::from(&QueueView::from(&queue)), queue);
+        queue.queue_type = QueueType::Quorum;
+        assert_eq!(
+            QueueConfig::from(&QueueView::from(&queue)),
+            queue,
+            "a client declares a quorum queue as the host does"
+        );
     }
 }

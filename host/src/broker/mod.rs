@@ -20,7 +20,7 @@ mod rabbitmq;
 use std::future::Future;
 use std::time::Duration;
 
-use jobhost_sdk::QueueConfig;
+use jobhost_sdk::{QueueConfig, QueueType};
 
 use crate::envelope::Envelope;
 use crate::policy::{DelayTooLong, HoldDelay};
@@ -169,6 +169,23 @@ pub enum BrokerError {
         /// What the broker said.
         reason: String,
     },
+    /// The queue exists on the broker as another queue type than the one declared: a
+    /// queue's type is fixed when it is created.
+    #[error(
+        "queue `{queue}` exists on the broker as another type than the {wanted} queue the \
+         plugin declares ({reason}); either keep the queue's type in the plugin \
+         (`queue_type = \"{}\"`), or drain `{queue}` and its dead letters and delete both \
+         (`rabbitmqctl delete_queue {queue}`), so the host declares them again as {wanted} queues",
+        wanted.other()
+    )]
+    QueueTypeConflict {
+        /// The queue.
+        queue: String,
+        /// The type the plugin declares.
+        wanted: QueueType,
+        /// What the broker said.
+        reason: String,
+    },
     /// The connection or channel failed.
     #[error("broker connection: {0}")]
     Connection(String),
@@ -194,7 +211,8 @@ impl BrokerError {
             | Self::QueueNameTooLong { .. }
             | Self::UnknownQueue(_)
             | Self::Unroutable { .. }
-            | Self::Refused { .. } => true,
+            | Self::Refused { .. }
+            | Self::QueueTypeConflict { .. } => true,
             Self::NotConfirmed { .. } | Self::Connection(_) | Self::Closed => false,
         }
     }

@@ -97,13 +97,13 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         demo_jobs: args.demo.then(|| dir.join(DEMO_JOBS)),
         admin: AdminAccess::new(token, &args.admin, bound),
     };
-    match &args.broker.amqp {
+    match args.broker.amqp() {
         Some(url) => {
             let options = broker_access::broker_options(
                 &args.broker,
                 RabbitMqOptions::default().metrics(metrics),
             )?;
-            let backend = RabbitMqBackend::connect(url, options)
+            let backend = RabbitMqBackend::connect(&url, options)
                 .await
                 .context("cannot connect to RabbitMQ")?;
             app::run(Arc::new(backend), admin, config, shutdown).await?;

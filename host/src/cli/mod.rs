@@ -140,8 +140,15 @@ struct BrokerArgs {
     /// use an in-memory broker that loses everything on exit; with one, `enqueue` and
     /// `dead` talk to it directly. The password is better given by `--amqp-password-file`
     /// or `JOBHOST_AMQP_PASSWORD` than in the URL, which other users see in process lists.
-    #[arg(long, env = "AMQP_URL", value_name = "URL", hide_env_values = true)]
-    amqp: Option<String>,
+    /// For a cluster, repeat `--amqp` once per node or give a comma-separated list: the
+    /// host connects to the first node that answers and moves to the next when it is lost.
+    #[arg(
+        long = "amqp",
+        env = "AMQP_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    amqp_nodes: Vec<String>,
     /// A file whose content (one trailing newline trimmed) is the broker password; it
     /// replaces the URL's.
     #[arg(long, value_name = "FILE")]
@@ -155,6 +162,13 @@ struct BrokerArgs {
     /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `--amqp-client-cert`.
     #[arg(long, value_name = "FILE", requires = "amqp_client_cert")]
     amqp_client_key: Option<PathBuf>,
+}
+
+impl BrokerArgs {
+    /// Every `--amqp` as one comma-separated list of broker nodes, `None` without any.
+    fn amqp(&self) -> Option<String> {
+        (!self.amqp_nodes.is_empty()).then(|| self.amqp_nodes.join(","))
+    }
 }
 
 #[derive(Debug, Args)]

@@ -27,7 +27,7 @@ const BROKER_PATIENCE: Duration = Duration::from_secs(5);
 /// `jobhost enqueue JOB_TYPE JSON`.
 pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
     let client = admin_client(&args.client)?;
-    let enqueued = match &args.client.broker.amqp {
+    let enqueued = match args.client.broker.amqp() {
         None => {
             let request = EnqueueRequest {
                 job_type: args.job_type.clone(),
@@ -50,7 +50,7 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
                         .queue,
                 ),
             };
-            let broker = connect(url, &args.client).await?;
+            let broker = connect(&url, &args.client).await?;
             admin::enqueue(
                 &broker,
                 &queue,
@@ -112,6 +112,7 @@ fn print_plugin(plugin: &PluginView) {
         .map(|q| {
             vec![
                 q.name.clone(),
+                q.queue_type.to_string(),
                 q.prefetch.to_string(),
                 q.max_priority.to_string(),
                 q.timeout_ms.map_or_else(|| "-".to_owned(), duration),
@@ -122,7 +123,14 @@ fn print_plugin(plugin: &PluginView) {
     println!(
         "{}",
         render(
-            &["Queue", "Prefetch", "Max priority", "Timeout", "Retry"],
+            &[
+                "Queue",
+                "Type",
+                "Prefetch",
+                "Max priority",
+                "Timeout",
+                "Retry"
+            ],
             &queues
         )
     );
@@ -261,9 +269,9 @@ pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
             queue,
             limit,
         } => {
-            let letters = match &client.broker.amqp {
+            let letters = match client.broker.amqp() {
                 Some(url) => {
-                    connect(url, &client)
+                    connect(&url, &client)
                         .await?
                         .list_dead(&queue, limit)
                         .await?
@@ -276,8 +284,8 @@ pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
             print_dead_letters(&queue, &letters);
         }
         DeadAction::Replay { client, queue } => {
-            let report = match &client.broker.amqp {
-                Some(url) => connect(url, &client).await?.replay_dead(&queue).await?,
+            let report = match client.broker.amqp() {
+                Some(url) => connect(&url, &client).await?.replay_dead(&queue).await?,
                 None => admin_client(&client)?.replay_dead_letters(&queue).await?,
             };
             if client.json {
@@ -289,8 +297,8 @@ pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
             );
         }
         DeadAction::Purge { client, queue } => {
-            let report = match &client.broker.amqp {
-                Some(url) => connect(url, &client).await?.purge_dead(&queue).await?,
+            let report = match client.broker.amqp() {
+                Some(url) => connect(&url, &client).await?.purge_dead(&queue).await?,
                 None => admin_client(&client)?.purge_dead_letters(&queue).await?,
             };
             if client.json {

@@ -39,7 +39,7 @@ use crate::job::Manifest;
 
 macro_rules! wit_version {
     () => {
-        "0.1.0"
+        "0.2.0"
     };
 }
 
@@ -286,8 +286,8 @@ mod tests {
             Some("0.0.1")
         );
         assert_eq!(
-            other_contract_version("jobhost:plugin/handler@0.2.0"),
-            Some("0.2.0")
+            other_contract_version("jobhost:plugin/handler@0.1.0"),
+            Some("0.1.0")
         );
         assert_eq!(
             other_contract_version("jobhost:plugin/host"),

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use jobhost_sdk::{Backoff, QueueConfig, RetryPolicy};
+use jobhost_sdk::{Backoff, QueueConfig, QueueType, RetryPolicy};
 
 use super::bindings::types as wit;
 use crate::broker::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
@@ -72,9 +72,21 @@ fn queue_config(queue: wit::QueueConfig) -> Result<QueueConfig, ManifestError> {
             "is 0; it must be 1..=65535".to_owned(),
         ));
     }
+    let queue_type = match queue.queue_type {
+        wit::QueueType::Classic => QueueType::Classic,
+        wit::QueueType::Quorum => QueueType::Quorum,
+    };
+    if queue_type == QueueType::Quorum && !queue.durable {
+        return Err(setting(
+            &owner,
+            "durable",
+            "is false, but a quorum queue is always durable".to_owned(),
+        ));
+    }
     Ok(QueueConfig {
         prefetch: queue.prefetch,
         durable: queue.durable,
+        queue_type,
         max_priority: queue.max_priority,
         message_ttl: duration(&owner, "message_ttl", queue.message_ttl)?,
         retry: retry_policy(&owner, queue.retry)?.unwrap_or_default(),

@@ -5,6 +5,7 @@ fn queue(name: &str) -> wit::QueueConfig {
         name: name.to_owned(),
         prefetch: 16,
         durable: true,
+        queue_type: wit::QueueType::Classic,
         max_priority: 10,
         message_ttl: None,
         retry: None,
@@ -290,4 +291,28 @@ fn a_queue_with_zero_prefetch_is_refused() {
         err.to_string(),
         "queue `q`: `prefetch` is 0; it must be 1..=65535"
     );
+}
+
+#[test]
+fn a_quorum_queue_that_is_not_durable_is_refused() {
+    let q = wit::QueueConfig {
+        durable: false,
+        queue_type: wit::QueueType::Quorum,
+        ..queue("q")
+    };
+    let err = from_wit(manifest(vec![q], vec![job("j", "q")])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "queue `q`: `durable` is false, but a quorum queue is always durable"
+    );
+}
+
+#[test]
+fn a_quorum_queue_keeps_its_type() {
+    let q = wit::QueueConfig {
+        queue_type: wit::QueueType::Quorum,
+        ..queue("q")
+    };
+    let parsed = from_wit(manifest(vec![q], vec![job("j", "q")])).expect("valid");
+    assert_eq!(parsed.queues[0].queue_type, QueueType::Quorum);
 }

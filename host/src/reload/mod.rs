@@ -11,13 +11,17 @@
 mod watch;
 
 use std::fmt;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::{error, info};
+use jobhost_sdk::QueueConfig;
+use tracing::{error, info, warn};
 
 use crate::activity::{ReloadChange, SHOWN_REASON_MAX};
+use crate::broker::BrokerError;
 use crate::grants::{Grants, GrantsError};
 use crate::metrics::{LoadOutcome, Metrics};
 use crate::plugin::{Engine, LoadError, Plugin};
@@ -43,6 +47,15 @@ pub enum ReloadError {
         path: PathBuf,
         /// The conflict; in the message, so not also a `source()`.
         conflict: RegistryError,
+    },
+    /// The broker refused a queue of the plugin for good, e.g. because it exists there as
+    /// another queue type.
+    #[error("refused `{}`: {error}", path.display())]
+    Broker {
+        /// The plugin file.
+        path: PathBuf,
+        /// The broker's refusal; in the message, so not also a `source()`.
+        error: BrokerError,
     },
     /// The blocking load task failed.
     #[error("loading `{}` did not finish: {reason}", path.display())]
@@ -84,12 +97,20 @@ pub enum Change {
 /// Wraps each loaded plugin's handler, e.g. to record invocations in tests.
 pub type WrapHandler = Arc<dyn Fn(Arc<dyn Handler>) -> Arc<dyn Handler> + Send + Sync>;
 
+/// Declares one queue on the broker, as [`Backend::declare`](crate::broker::Backend::declare).
+pub type DeclareQueue = Arc<
+    dyn Fn(QueueConfig) -> Pin<Box<dyn Future<Output = Result<(), BrokerError>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// Loads plugin files into a registry.
 #[derive(Clone)]
 pub struct Loader {
     engine: Engine,
     plugins: Plugins,
     wrap: Option<WrapHandler>,
+    declare: Option<DeclareQueue>,
     metrics: Metrics,
     grants_file: Option<PathBuf>,
 }
@@ -111,6 +132,7 @@ impl Loader {
             engine,
             plugins,
             wrap: None,
+            declare: None,
             metrics: Metrics::default(),
             grants_file: None,
         }
@@ -164,6 +186,18 @@ impl Loader {
         }
     }
 
+    /// The same loader, declaring each plugin's queues with `declare` before the plugin
+    /// serves: a queue the broker refuses for good (it exists as another queue type, or
+    /// with other arguments) refuses the plugin with the broker's reason, and the previous
+    /// version keeps serving. A broker that cannot be reached does not refuse it: its
+    /// consumers declare the queues once the broker is back.
+    pub fn declaring(self, declare: DeclareQueue) -> Self {
+        Self {
+            declare: Some(declare),
+            ..self
+        }
+    }
+
     /// The registry it loads into.
     pub fn plugins(&self) -> &Plugins {
         &self.plugins
@@ -196,10 +230,13 @@ impl Loader {
             }
             return Ok(Change::Nothing);
         }
-        let result = self
-            .load(path)
-            .await
-            .and_then(|plugin| self.install(path, &key, plugin));
+        let result = match self.load(path).await {
+            Ok(plugin) => match self.declare_queues(path, &plugin).await {
+                Ok(()) => self.install(path, &key, plugin),
+                Err(refused) => Err(refused),
+            },
+            Err(refused) => Err(refused),
+        };
         self.record(&key, &result);
         if let Err(err) = &result {
             let serving = self
@@ -258,6 +295,27 @@ impl Loader {
                 reason: err.to_string(),
             })?
             .map_err(ReloadError::from)
+    }
+
+    async fn declare_queues(&self, path: &Path, plugin: &Plugin) -> Result<(), ReloadError> {
+        let Some(declare) = &self.declare else {
+            return Ok(());
+        };
+        for queue in &plugin.manifest().queues {
+            match declare(queue.clone()).await {
+                Ok(()) => {}
+                Err(error) if error.is_permanent() => {
+                    return Err(ReloadError::Broker {
+                        path: path.to_owned(),
+                        error,
+                    });
+                }
+                Err(error) => {
+                    warn!(queue = %queue.name, %error, "cannot declare the queue now; its consumer will once the broker answers");
+                }
+            }
+        }
+        Ok(())
     }
 
     fn install(&self, path: &Path, key: &str, plugin: Plugin) -> Result<Change, ReloadError> {

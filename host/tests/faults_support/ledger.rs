@@ -15,14 +15,34 @@ use serde_json::value::RawValue;
 use tokio::task::JoinSet;
 
 use super::table::Row;
-use crate::support::{raw_channel, take, within};
+use crate::support::{amqp_url, raw_channel_at, try_take, within};
 
 /// The queue of `ledger.Work`.
 pub(crate) const WORK_QUEUE: &str = "test.ledger.work";
 /// The queue of `ledger.Done`, the records.
 pub(crate) const DONE_QUEUE: &str = "test.ledger.done";
-const RECORDS: &str = "test.ledger.done.dead";
-const REFUSED: &str = "test.ledger.work.dead";
+
+/// Where a ledger reads: a broker node and the fixture's two queues.
+#[derive(Debug, Clone)]
+pub(crate) struct LedgerQueues {
+    /// One broker node (not a list).
+    pub(crate) url: String,
+    /// The queue of `ledger.Work`; the host dead-letters what it refuses to `{work}.dead`.
+    pub(crate) work: &'static str,
+    /// The queue of `ledger.Done`; the records are its dead letters.
+    pub(crate) done: &'static str,
+}
+
+impl LedgerQueues {
+    /// The `ledger` fixture's classic queues on the test broker.
+    pub(crate) fn classic() -> Self {
+        Self {
+            url: amqp_url(),
+            work: WORK_QUEUE,
+            done: DONE_QUEUE,
+        }
+    }
+}
 
 /// A message the host dead-lettered from the work queue.
 #[derive(Debug)]
@@ -34,6 +54,7 @@ pub(crate) struct DeadLetter {
 /// Completion records by ledger id, and the work queue's dead letters.
 #[derive(Debug)]
 pub(crate) struct Ledger {
+    queues: LedgerQueues,
     channel: Channel,
     records: HashMap<u64, usize>,
     dead: Vec<DeadLetter>,
@@ -54,8 +75,14 @@ pub(crate) fn fresh_ids(n: usize) -> Vec<u64> {
 
 impl Ledger {
     pub(crate) async fn open() -> Self {
+        Self::open_on(LedgerQueues::classic()).await
+    }
+
+    /// A ledger of the fixture's queues `queues`.
+    pub(crate) async fn open_on(queues: LedgerQueues) -> Self {
         Self {
-            channel: raw_channel().await,
+            channel: raw_channel_at(&queues.url).await,
+            queues,
             records: HashMap::new(),
             dead: Vec::new(),
         }
@@ -63,17 +90,32 @@ impl Ledger {
 
     /// Read through a new channel, because a broker fault closed the old one.
     pub(crate) async fn reconnect(&mut self) {
-        self.channel = raw_channel().await;
+        self.channel = raw_channel_at(&self.queues.url).await;
     }
 
-    /// Move everything the broker holds for the ledger into this tally.
+    /// Move everything the broker holds for the ledger into this tally. A read the broker
+    /// fails (a cluster electing a queue's new leader) is given up and the connection
+    /// replaced: what was not taken is still there for the next drain.
     pub(crate) async fn drain(&mut self) {
-        while let Some(record) = take(&self.channel, RECORDS).await {
+        if let Err(error) = self.try_drain().await {
+            eprintln!(
+                "ledger: reading the broker failed ({error}); reading on through a new connection"
+            );
+            self.reconnect().await;
+        }
+    }
+
+    async fn try_drain(&mut self) -> Result<(), lapin::Error> {
+        let (records, refused) = (
+            format!("{}.dead", self.queues.done),
+            format!("{}.dead", self.queues.work),
+        );
+        while let Some(record) = try_take(&self.channel, &records).await? {
             let id = ledger_id(&record.data)
                 .unwrap_or_else(|| panic!("a ledger record carries an id: {:?}", record.data));
             *self.records.entry(id).or_default() += 1;
         }
-        while let Some(letter) = take(&self.channel, REFUSED).await {
+        while let Some(letter) = try_take(&self.channel, &refused).await? {
             let reason = letter
                 .properties
                 .headers()
@@ -90,6 +132,7 @@ impl Ledger {
                 reason,
             });
         }
+        Ok(())
     }
 
     /// How many of `ids` have at least one record.
@@ -172,8 +215,8 @@ impl Ledger {
     }
 }
 
-/// The `id` in the payload of a record's `ledger.Done` envelope.
-fn ledger_id(body: &[u8]) -> Option<u64> {
+/// The `id` in the payload of a record's `ledger.Done` envelope, or of a dead `ledger.Work`.
+pub(crate) fn ledger_id(body: &[u8]) -> Option<u64> {
     let envelope = Envelope::decode(body).ok()?;
     let payload: serde_json::Value = serde_json::from_str(envelope.payload.get()).ok()?;
     payload["id"].as_u64()
@@ -181,9 +224,20 @@ fn ledger_id(body: &[u8]) -> Option<u64> {
 
 /// The envelope of a `ledger.Work` that fails `fail_times` attempts before it completes.
 pub(crate) fn work(id: u64, fail_times: u32) -> Envelope {
-    let payload = serde_json::json!({ "id": id, "fail_times": fail_times }).to_string();
+    work_on(WORK_QUEUE, id, fail_times, 0)
+}
+
+/// The envelope of a `ledger.Work` on `queue` that defers itself `defer_times` times, then
+/// fails `fail_times` attempts before it completes.
+pub(crate) fn work_on(queue: &str, id: u64, fail_times: u32, defer_times: u32) -> Envelope {
+    let payload = serde_json::json!({
+        "id": id,
+        "fail_times": fail_times,
+        "defer_times": defer_times,
+    })
+    .to_string();
     let payload = RawValue::from_string(payload).expect("JSON");
-    Envelope::new("ledger.Work", WORK_QUEUE, payload)
+    Envelope::new("ledger.Work", queue, payload)
 }
 
 /// Publish `jobs` through `backend`, several confirms in flight at once.

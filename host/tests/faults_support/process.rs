@@ -25,9 +25,15 @@ pub(crate) struct HostProcess {
 impl HostProcess {
     /// Start a host on plugin directory `dir`, once it consumes the ledger's queues.
     pub(crate) async fn start(dir: &Path) -> Self {
+        Self::start_on(dir, &[&amqp_url()], &[WORK_QUEUE, DONE_QUEUE]).await
+    }
+
+    /// Start a host on plugin directory `dir` with one `--amqp` per item of `amqp` (a URL or
+    /// a comma list of nodes), once it consumes each of `queues`.
+    pub(crate) async fn start_on(dir: &Path, amqp: &[&str], queues: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_jobhost"))
-            .args(["run", "--admin", "127.0.0.1:0", "--amqp"])
-            .arg(amqp_url())
+            .args(["run", "--admin", "127.0.0.1:0"])
+            .args(amqp.iter().flat_map(|url| ["--amqp", url]))
             .arg("--concurrency")
             .arg(CONCURRENCY.to_string())
             .arg("--plugins")
@@ -48,7 +54,7 @@ impl HostProcess {
             }
         });
         let host = Self { child, lines };
-        for queue in [WORK_QUEUE, DONE_QUEUE] {
+        for queue in queues {
             let consuming = format!("queue={queue} ");
             host.wait_for_line(0, STARTUP, |l| {
                 l.contains("consuming") && l.contains(&consuming)
@@ -73,6 +79,21 @@ impl HostProcess {
     pub(crate) fn lines_since(&self, skip: usize, wanted: impl Fn(&str) -> bool) -> usize {
         let lines = self.lines.lock().expect("the log lock");
         lines.iter().skip(skip).filter(|l| wanted(l)).count()
+    }
+
+    /// How many jobs the host's summary lines say it completed so far.
+    // Read by `cluster_faults.rs`, which shares this file; the fault suite has no use for it.
+    #[allow(dead_code)]
+    pub(crate) fn completions(&self) -> u64 {
+        let lines = self.lines.lock().expect("the log lock");
+        lines
+            .iter()
+            .filter(|l| l.contains("jobs settled since the last summary"))
+            .filter_map(|l| {
+                let (_, after) = l.split_once("completed=")?;
+                after.split_whitespace().next()?.parse::<u64>().ok()
+            })
+            .sum()
     }
 
     /// How many lines the host logged so far.
@@ -110,7 +131,8 @@ impl HostProcess {
         }
     }
 
-    fn tail(&self) -> String {
+    /// The host's last 40 log lines.
+    pub(crate) fn tail(&self) -> String {
         let lines = self.lines.lock().expect("the log lock");
         let start = lines.len().saturating_sub(40);
         lines[start..].join("\n")

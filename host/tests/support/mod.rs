@@ -76,7 +76,12 @@ pub(crate) fn hold(delay: Duration) -> HoldDelay {
 
 /// A plain lapin channel for inspecting queues behind the backend's back.
 pub(crate) async fn raw_channel() -> Channel {
-    let connection = Connection::connect(&amqp_url(), ConnectionProperties::default())
+    raw_channel_at(&amqp_url()).await
+}
+
+/// A plain lapin channel to the broker at `url`.
+pub(crate) async fn raw_channel_at(url: &str) -> Channel {
+    let connection = Connection::connect(url, ConnectionProperties::default())
         .await
         .expect("a test connection to the broker");
     connection.create_channel().await.expect("a test channel")
@@ -147,11 +152,18 @@ pub(crate) async fn take_death_reasons(channel: &Channel, queue: &str) -> Vec<St
 
 /// Take one message off `queue` without the backend, acknowledged on the spot.
 pub(crate) async fn take(channel: &Channel, queue: &str) -> Option<Delivery> {
-    channel
+    try_take(channel, queue).await.expect("basic.get")
+}
+
+/// [`take`], returning the broker's error instead of failing the test.
+pub(crate) async fn try_take(
+    channel: &Channel,
+    queue: &str,
+) -> Result<Option<Delivery>, lapin::Error> {
+    let message = channel
         .basic_get(queue.into(), BasicGetOptions { no_ack: true })
-        .await
-        .expect("basic.get")
-        .map(|message| message.delivery)
+        .await?;
+    Ok(message.map(|message| message.delivery))
 }
 
 /// Run `rabbitmqctl` with `args`, returning its standard output.

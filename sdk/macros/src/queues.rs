@@ -5,7 +5,7 @@ use quote::quote;
 use syn::DeriveInput;
 
 use crate::emit;
-use crate::queues_attrs::{self, QueueSpec};
+use crate::queues_attrs::{self, QueueSpec, QueueType};
 
 /// `impl jobhost_sdk::Queues` for a checked enum, or every error found in it.
 pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
@@ -43,6 +43,10 @@ fn config(queue: &QueueSpec) -> TokenStream {
         max_priority,
         ..
     } = queue;
+    let queue_type = match queue.queue_type {
+        QueueType::Classic => quote!(::jobhost_sdk::QueueType::Classic),
+        QueueType::Quorum => quote!(::jobhost_sdk::QueueType::Quorum),
+    };
     let message_ttl = emit::optional_duration(queue.message_ttl);
     let timeout = emit::optional_duration(queue.timeout);
     let retry = match &queue.retry {
@@ -53,6 +57,7 @@ fn config(queue: &QueueSpec) -> TokenStream {
         name: ::std::string::String::from(::jobhost_sdk::Queues::name(self)),
         prefetch: #prefetch,
         durable: #durable,
+        queue_type: #queue_type,
         max_priority: #max_priority,
         message_ttl: #message_ttl,
         retry: #retry,

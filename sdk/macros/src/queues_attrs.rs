@@ -28,6 +28,7 @@ pub(crate) struct QueueSpec {
     name_span: Span,
     pub(crate) prefetch: u16,
     pub(crate) durable: bool,
+    pub(crate) queue_type: QueueType,
     pub(crate) max_priority: u8,
     pub(crate) message_ttl: Option<Duration>,
     pub(crate) timeout: Option<Duration>,
@@ -39,6 +40,7 @@ const QUEUE_KEYS: &[&str] = &[
     "name",
     "prefetch",
     "durable",
+    "queue_type",
     "message_ttl",
     "max_priority",
     "timeout",
@@ -118,6 +120,16 @@ fn queue(variant: &Variant, prefix: Option<&str>, errors: &mut Errors) -> Option
         attrs::int(meta, 1..=u16::MAX, "between 1 and 65535", errors)
     });
     let durable = args.read_or("durable", true, errors, attrs::boolean);
+    let queue_type = args.read_or("queue_type", QueueType::Classic, errors, read_queue_type);
+    if let (Some(false), Some(QueueType::Quorum), Some(meta)) =
+        (durable, queue_type, args.get("durable"))
+    {
+        errors.spanned(
+            meta,
+            "`durable = false` does not apply to `queue_type = \"quorum\"`: a quorum queue is \
+             always durable; remove `durable = false`, or write `queue_type = \"classic\"`",
+        );
+    }
     let max_priority = args.read_or("max_priority", 10, errors, |meta, errors| {
         attrs::int(
             meta,
@@ -140,11 +152,34 @@ fn queue(variant: &Variant, prefix: Option<&str>, errors: &mut Errors) -> Option
         name_span,
         prefetch: prefetch?,
         durable: durable?,
+        queue_type: queue_type?,
         max_priority: max_priority?,
         message_ttl: message_ttl?,
         timeout: timeout?,
         retry: retry?,
     })
+}
+
+/// The value of `queue_type = "..."`, mirroring `jobhost_sdk::QueueType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueType {
+    Classic,
+    Quorum,
+}
+
+fn read_queue_type(meta: &syn::Meta, errors: &mut Errors) -> Option<QueueType> {
+    let written = attrs::string(meta, errors)?.value();
+    match written.as_str() {
+        "classic" => Some(QueueType::Classic),
+        "quorum" => Some(QueueType::Quorum),
+        _ => {
+            errors.spanned(
+                meta,
+                format!("`queue_type` must be \"classic\" or \"quorum\", got \"{written}\""),
+            );
+            None
+        }
+    }
 }
 
 /// Both attributes are helpers of this derive, so rustc accepts either anywhere on the
@@ -312,6 +347,36 @@ mod tests {
         assert!(
             parse(&parse_quote! { enum Q { #[queue(message_ttl = "4294967295ms")] Slow } }).is_ok(),
             "the limit itself is accepted"
+        );
+    }
+
+    #[test]
+    fn queue_type_defaults_to_classic_and_takes_quorum() {
+        let set = parse(&parse_quote! {
+            enum Q { Plain, #[queue(queue_type = "quorum")] Replicated }
+        })
+        .expect("a valid enum");
+        let types: Vec<QueueType> = set.queues.iter().map(|queue| queue.queue_type).collect();
+        assert_eq!(types, [QueueType::Classic, QueueType::Quorum]);
+    }
+
+    #[test]
+    fn an_unknown_queue_type_and_a_transient_quorum_queue_are_refused() {
+        let errors = errors_of(parse_quote! {
+            enum Q {
+                #[queue(queue_type = "stream")]
+                A,
+                #[queue(queue_type = "quorum", durable = false)]
+                B,
+            }
+        });
+        assert_eq!(
+            errors,
+            [
+                "`queue_type` must be \"classic\" or \"quorum\", got \"stream\"",
+                "`durable = false` does not apply to `queue_type = \"quorum\"`: a quorum queue \
+                 is always durable; remove `durable = false`, or write `queue_type = \"classic\"`",
+            ]
         );
     }
 

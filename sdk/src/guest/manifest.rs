@@ -2,7 +2,7 @@
 
 use super::bindings::jobhost::plugin::types;
 use super::millis;
-use crate::{Backoff, Job, Queues, RetryPolicy};
+use crate::{Backoff, Job, QueueType, Queues, RetryPolicy};
 
 /// The manifest of plugin `name`: every queue of `Q`, and `jobs` (built by [`job_config`]).
 pub fn manifest<Q: Queues>(name: &str, jobs: Vec<types::JobConfig>) -> types::Manifest {
@@ -29,6 +29,10 @@ fn queue_config<Q: Queues>(queue: &Q) -> types::QueueConfig {
         name: config.name,
         prefetch: config.prefetch,
         durable: config.durable,
+        queue_type: match config.queue_type {
+            QueueType::Classic => types::QueueType::Classic,
+            QueueType::Quorum => types::QueueType::Quorum,
+        },
         max_priority: config.max_priority,
         message_ttl: config.message_ttl.map(millis),
         // The WIT says "none" for a queue without a policy of its own, which is exactly

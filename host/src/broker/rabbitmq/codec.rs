@@ -5,7 +5,7 @@
 //! `x-attempts` as unsigned 32-bit integers, TTLs as 64-bit integers, the priority
 //! limit as an unsigned byte), so queuey workers and operators' scripts read ours.
 
-use jobhost_sdk::QueueConfig;
+use jobhost_sdk::{QueueConfig, QueueType};
 use lapin::BasicProperties;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString, MAX_SHORT_STRING_LENGTH, ShortString};
@@ -69,10 +69,15 @@ pub(super) fn dead_letter_properties(letter: &DeadLetterOut<'_>) -> BasicPropert
         .with_headers(headers)
 }
 
-/// The arguments of a work queue: its priority levels and message TTL, when set.
+/// The arguments of a work queue: its type, its priority levels and message TTL, when set.
+///
+/// A classic queue carries no `x-queue-type`, so its declaration stays the one `queuey`
+/// sends. A quorum queue takes no `x-max-priority` (the broker refuses it): RabbitMQ 4
+/// gives quorum queues two priority levels, normal (0-4) and high (5 and above), with no
+/// argument, and RabbitMQ 3 none at all.
 pub(super) fn work_queue_arguments(config: &QueueConfig) -> FieldTable {
-    let mut arguments = FieldTable::default();
-    if config.max_priority > 0 {
+    let mut arguments = type_arguments(config.queue_type);
+    if config.max_priority > 0 && config.queue_type == QueueType::Classic {
         arguments.insert(
             "x-max-priority".into(),
             AMQPValue::ShortShortUInt(config.max_priority),
@@ -90,11 +95,42 @@ pub(super) fn work_queue_arguments(config: &QueueConfig) -> FieldTable {
     arguments
 }
 
-/// The arguments of a hold queue: messages expire after the delay and are
-/// dead-lettered through the default exchange back onto `queue`; the queue itself
-/// expires after two delays without a declaration.
-pub(super) fn hold_queue_arguments(queue: &str, hold: &HoldQueue) -> FieldTable {
+/// The arguments of a dead-letter queue: its type.
+pub(super) fn dead_letter_queue_arguments(config: &QueueConfig) -> FieldTable {
+    type_arguments(config.queue_type)
+}
+
+/// `x-queue-type` for a quorum queue; nothing for a classic one.
+fn type_arguments(queue_type: QueueType) -> FieldTable {
     let mut arguments = FieldTable::default();
+    if queue_type == QueueType::Quorum {
+        arguments.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString(LongString::from("quorum")),
+        );
+    }
+    arguments
+}
+
+/// How much longer than a classic one a quorum hold queue lives without a declaration.
+///
+/// Because a queue that expires takes its messages with it, and a quorum hold queue keeps a
+/// message past its TTL until the work queue has confirmed it (at-least-once): while the
+/// work queue elects a new leader, or no host can declare the hold queue because the
+/// cluster is failing over, messages wait there longer than two delays.
+const QUORUM_HOLD_GRACE_MS: u64 = 10 * 60 * 1000;
+
+/// The arguments of a hold queue: messages expire after the delay and are
+/// dead-lettered through the default exchange back onto `config`'s work queue; the queue
+/// itself expires after two delays without a declaration.
+///
+/// A quorum hold queue dead-letters `at-least-once`: it keeps each expired message until
+/// the work queue has confirmed it, so a broker crash between the two cannot drop a
+/// retry (a classic queue's dead-lettering is at-most-once). RabbitMQ honours that only
+/// with `x-overflow = reject-publish` on the hold queue, and falls back to at-most-once
+/// without it.
+pub(super) fn hold_queue_arguments(config: &QueueConfig, hold: &HoldQueue) -> FieldTable {
+    let mut arguments = type_arguments(config.queue_type);
     arguments.insert(
         "x-message-ttl".into(),
         AMQPValue::LongLongInt(millis(hold.ttl_ms)),
@@ -105,20 +141,35 @@ pub(super) fn hold_queue_arguments(queue: &str, hold: &HoldQueue) -> FieldTable 
     );
     arguments.insert(
         "x-dead-letter-routing-key".into(),
-        AMQPValue::LongString(LongString::from(queue)),
+        AMQPValue::LongString(LongString::from(config.name.as_str())),
     );
+    let expires_ms = match config.queue_type {
+        QueueType::Classic => hold.expires_ms(),
+        QueueType::Quorum => (hold.expires_ms() + QUORUM_HOLD_GRACE_MS).min(u64::from(u32::MAX)),
+    };
     arguments.insert(
         "x-expires".into(),
-        AMQPValue::LongLongInt(millis(hold.expires_ms())),
+        AMQPValue::LongLongInt(millis(expires_ms)),
     );
+    if config.queue_type == QueueType::Quorum {
+        arguments.insert(
+            "x-dead-letter-strategy".into(),
+            AMQPValue::LongString(LongString::from("at-least-once")),
+        );
+        arguments.insert(
+            "x-overflow".into(),
+            AMQPValue::LongString(LongString::from("reject-publish")),
+        );
+    }
     arguments
 }
 
 /// Every queue of a topology is declared with the same flags, so no two declarations
-/// of one queue disagree and provoke `PRECONDITION_FAILED`.
-pub(super) fn declare_options(durable: bool) -> QueueDeclareOptions {
+/// of one queue disagree and provoke `PRECONDITION_FAILED`. A quorum queue is always
+/// durable (the broker refuses a transient one).
+pub(super) fn declare_options(config: &QueueConfig) -> QueueDeclareOptions {
     QueueDeclareOptions {
-        durable,
+        durable: config.durable || config.queue_type == QueueType::Quorum,
         ..QueueDeclareOptions::default()
     }
 }
@@ -381,7 +432,7 @@ mod tests {
             .round(Duration::from_millis(250))
             .expect("fits");
         let hold = HoldQueue::for_delay("q", delay);
-        let arguments = hold_queue_arguments("q", &hold);
+        let arguments = hold_queue_arguments(&QueueConfig::new("q"), &hold);
         let get = |key: &str| arguments.inner().get(key).cloned();
         assert_eq!(get("x-message-ttl"), Some(AMQPValue::LongLongInt(250)));
         assert_eq!(
@@ -393,5 +444,93 @@ mod tests {
             Some(AMQPValue::LongString("q".into()))
         );
         assert_eq!(get("x-expires"), Some(AMQPValue::LongLongInt(500)));
+        assert_eq!(
+            get("x-queue-type"),
+            None,
+            "classic queues are declared as queuey does"
+        );
+        assert_eq!(get("x-dead-letter-strategy"), None);
+    }
+
+    fn quorum(name: &str) -> QueueConfig {
+        QueueConfig {
+            queue_type: QueueType::Quorum,
+            message_ttl: Some(Duration::from_secs(60)),
+            ..QueueConfig::new(name)
+        }
+    }
+
+    #[test]
+    fn every_queue_of_a_quorum_topology_is_a_quorum_queue_without_priority_levels() {
+        let config = quorum("q");
+        let hold = HoldQueue::for_delay(
+            "q",
+            Granularity::default()
+                .round(Duration::from_secs(1))
+                .expect("fits"),
+        );
+        let quorum_type = Some(&AMQPValue::LongString("quorum".into()));
+        for arguments in [
+            work_queue_arguments(&config),
+            dead_letter_queue_arguments(&config),
+            hold_queue_arguments(&config, &hold),
+        ] {
+            assert_eq!(arguments.inner().get("x-queue-type"), quorum_type);
+            assert_eq!(arguments.inner().get("x-max-priority"), None);
+        }
+        assert_eq!(
+            work_queue_arguments(&config).inner().get("x-message-ttl"),
+            Some(&AMQPValue::LongLongInt(60_000)),
+            "quorum queues keep their message TTL"
+        );
+    }
+
+    #[test]
+    fn a_quorum_hold_queue_dead_letters_at_least_once_and_rejects_publishes_when_full() {
+        let config = quorum("q");
+        let hold = HoldQueue::for_delay(
+            "q",
+            Granularity::default()
+                .round(Duration::from_secs(1))
+                .expect("fits"),
+        );
+        let arguments = hold_queue_arguments(&config, &hold);
+        let get = |key: &str| arguments.inner().get(key).cloned();
+        assert_eq!(
+            get("x-dead-letter-strategy"),
+            Some(AMQPValue::LongString("at-least-once".into()))
+        );
+        assert_eq!(
+            get("x-overflow"),
+            Some(AMQPValue::LongString("reject-publish".into())),
+            "RabbitMQ dead-letters at-most-once without it"
+        );
+        assert_eq!(
+            get("x-expires"),
+            Some(AMQPValue::LongLongInt(2_000 + 600_000)),
+            "a quorum hold queue outlives a failover with messages in it"
+        );
+        let longest = HoldQueue::longest("q");
+        assert_eq!(
+            hold_queue_arguments(&config, &longest)
+                .inner()
+                .get("x-expires"),
+            Some(&AMQPValue::LongLongInt(i64::from(u32::MAX))),
+            "never more than RabbitMQ accepts"
+        );
+    }
+
+    #[test]
+    fn a_quorum_queue_is_declared_durable_whatever_the_config_says() {
+        let config = QueueConfig {
+            durable: false,
+            ..quorum("q")
+        };
+        assert!(declare_options(&config).durable);
+        let classic = QueueConfig {
+            durable: false,
+            ..QueueConfig::new("q")
+        };
+        assert!(!declare_options(&classic).durable);
     }
 }

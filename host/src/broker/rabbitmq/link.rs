@@ -7,7 +7,10 @@
 //! - a new session is handed out only after the known work queues are declared on
 //!   it again, so nothing published or consumed through it finds a queue missing;
 //! - callers that see a connection fail report it ([`Link::suspect`]) and wait for
-//!   the next session instead of failing, for at most the outage timeout.
+//!   the next session instead of failing, for at most the outage timeout;
+//! - with several broker nodes (a cluster), the first reachable one in the list is used,
+//!   and each reconnection attempt goes to the node after the one tried last, so a node
+//!   that is gone costs one attempt of the backoff, not the whole outage.
 
 use std::future::Future;
 use std::pin::pin;
@@ -21,8 +24,8 @@ use tokio::time::{Instant, sleep, timeout_at};
 
 use super::RabbitMqOptions;
 use super::depth::HoldQueues;
+use super::nodes::Nodes;
 use super::session::{Failure, Session};
-use super::url::redact;
 use crate::broker::BrokerError;
 
 /// How often the supervisor looks at the connection even when nothing reported a
@@ -39,10 +42,8 @@ enum State {
 /// Shared by a backend, its consumers and its supervisor.
 #[derive(Debug)]
 pub(super) struct Link {
-    /// Carries credentials: never logged, never put in an error.
-    url: String,
-    /// The URL as logs and errors show it.
-    pub(super) redacted: String,
+    /// The broker nodes; their URLs carry credentials and are only shown redacted.
+    nodes: Nodes,
     pub(super) options: RabbitMqOptions,
     state: watch::Sender<State>,
     /// Every work queue declared through this link, re-declared after a reconnect.
@@ -53,19 +54,32 @@ pub(super) struct Link {
 }
 
 impl Link {
-    /// Open the first session; a broker that cannot be reached now is an error.
+    /// Open the first session on the first node of `nodes` that answers; no node
+    /// reachable now is an error naming each node and why.
     pub(super) async fn connect(
-        url: &str,
+        nodes: Nodes,
         options: RabbitMqOptions,
     ) -> Result<Arc<Self>, BrokerError> {
-        let redacted = redact(url);
-        let session = Session::open(url, &options, 0).await.map_err(|error| {
-            BrokerError::Connection(format!("cannot connect to `{redacted}`: {error}"))
-        })?;
-        tracing::info!(broker = %redacted, "connected to the broker");
+        let mut failures = Vec::new();
+        let mut opened = None;
+        for node in 0..nodes.len() {
+            match Session::open(nodes.url(node), node, &options, 0).await {
+                Ok(session) => {
+                    opened = Some(session);
+                    break;
+                }
+                Err(error) => failures.push(format!("`{}`: {error}", nodes.shown(node))),
+            }
+        }
+        let Some(session) = opened else {
+            return Err(BrokerError::Connection(format!(
+                "cannot connect to {}",
+                failures.join("; ")
+            )));
+        };
+        tracing::info!(broker = %nodes.shown(session.node), "connected to the broker");
         Ok(Arc::new(Self {
-            url: url.to_owned(),
-            redacted,
+            nodes,
             options,
             state: watch::Sender::new(State::Up(Arc::new(session))),
             topology: Mutex::new(Vec::new()),
@@ -126,7 +140,7 @@ impl Link {
         let unreachable = || {
             BrokerError::Connection(format!(
                 "broker `{}` unavailable for {limit:?}",
-                self.redacted
+                self.nodes.shown_all()
             ))
         };
         let mut failures = 0;
@@ -142,13 +156,13 @@ impl Link {
                 Err(Failure::Final(error)) => return Err(error),
                 Err(Failure::Lost(error)) => error,
             };
-            tracing::debug!(broker = %self.redacted, %error, "broker operation interrupted, trying again");
+            tracing::debug!(broker = %self.nodes.shown_all(), %error, "broker operation interrupted, trying again");
             self.suspect();
             let pause = self.options.backoff.delay(failures);
             if Instant::now() + pause >= deadline {
                 return Err(BrokerError::Connection(format!(
                     "broker `{}`: {error}",
-                    self.redacted
+                    self.nodes.shown_all()
                 )));
             }
             sleep(pause).await;
@@ -193,13 +207,13 @@ impl Link {
             if self.is_closed() {
                 return;
             }
-            tracing::warn!(broker = %self.redacted, "lost the broker connection, reconnecting");
+            tracing::warn!(broker = %self.nodes.shown(current.node), "lost the broker connection, reconnecting");
             self.state
                 .send_if_modified(|state| replace_unless_closed(state, State::Down));
-            let Some(next) = self.reconnect(current.generation + 1).await else {
+            let Some(next) = self.reconnect(&current).await else {
                 return;
             };
-            tracing::info!(broker = %self.redacted, generation = next.generation, "reconnected to the broker");
+            tracing::info!(broker = %self.nodes.shown(next.node), generation = next.generation, "reconnected to the broker");
             self.options.metrics.reconnected();
             self.state
                 .send_if_modified(|state| replace_unless_closed(state, State::Up(next)));
@@ -224,18 +238,27 @@ impl Link {
         }
     }
 
-    /// Open sessions until one connects and takes the topology; `None` once closed.
-    async fn reconnect(&self, generation: u64) -> Option<Arc<Session>> {
+    /// Open sessions until one connects and takes the topology; `None` once closed. With
+    /// several nodes, the first attempt goes to the node after `lost`'s, and each further
+    /// one to the next node in turn.
+    async fn reconnect(&self, lost: &Session) -> Option<Arc<Session>> {
+        let generation = lost.generation + 1;
+        let first = if self.nodes.len() > 1 {
+            lost.node + 1
+        } else {
+            lost.node
+        };
         let mut failures = 0;
         loop {
             if self.is_closed() {
                 return None;
             }
-            match self.open(generation).await {
+            let node = (first + failures as usize) % self.nodes.len();
+            match self.open(node, generation).await {
                 Ok(session) => return Some(Arc::new(session)),
                 Err(error) => {
                     let pause = self.options.backoff.delay(failures);
-                    tracing::warn!(broker = %self.redacted, %error, ?pause, "reconnecting to the broker failed");
+                    tracing::warn!(broker = %self.nodes.shown(node), %error, ?pause, "reconnecting to the broker failed");
                     sleep(pause).await;
                     failures += 1;
                 }
@@ -243,8 +266,8 @@ impl Link {
         }
     }
 
-    async fn open(&self, generation: u64) -> Result<Session, lapin::Error> {
-        let session = Session::open(&self.url, &self.options, generation).await?;
+    async fn open(&self, node: usize, generation: u64) -> Result<Session, lapin::Error> {
+        let session = Session::open(self.nodes.url(node), node, &self.options, generation).await?;
         let topology = self.topology.lock().expect("topology poisoned").clone();
         for config in &topology {
             match session.declare_work_queue(config).await {

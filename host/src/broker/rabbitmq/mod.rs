@@ -25,6 +25,11 @@
 //! for at most [`RabbitMqOptions::outage_timeout`] and is sent again on the new
 //! connection, so a message may arrive twice, never not at all (at-least-once).
 //!
+//! Failover: the backend takes a list of broker nodes (the nodes of a cluster) and uses
+//! the first that answers; a lost connection is replaced by one to the next node, with
+//! the same backoff, topology re-declaration and confirm-before-ack as a reconnect to the
+//! same node.
+//!
 //! Credentials never reach logs or errors: the URL is shown with its password masked.
 
 mod acks;
@@ -33,6 +38,7 @@ mod codec;
 mod consumer;
 mod depth;
 mod link;
+mod nodes;
 mod options;
 mod session;
 mod url;
@@ -45,6 +51,7 @@ use tokio::task::JoinHandle;
 pub use admin::{RabbitMqDeadLetter, Replayed};
 pub use consumer::{RabbitMqConsumer, RabbitMqDelivery};
 use link::Link;
+use nodes::Nodes;
 pub use options::{RabbitMqOptions, ReconnectBackoff};
 
 use super::hold::check_queue_name;
@@ -65,14 +72,19 @@ impl RabbitMqBackend {
     /// Connect to the broker at `url` (`amqp://` or, with the `tls` feature, `amqps://`)
     /// and start supervising the connection. Fails if the broker cannot be reached now:
     /// only an established backend waits out outages.
+    ///
+    /// `url` may list the nodes of a cluster, separated by commas
+    /// (`amqp://a:5672/%2f,amqp://b:5672/%2f`): the first node that answers is used, and
+    /// when its connection is lost the backend reconnects to the next one, so a host
+    /// keeps working while any node of the cluster is up.
     pub async fn connect(url: &str, options: RabbitMqOptions) -> Result<Self, BrokerError> {
-        if url.starts_with("amqps://") && !cfg!(feature = "tls") {
+        if url.contains("amqps://") && !cfg!(feature = "tls") {
             return Err(BrokerError::Connection(format!(
                 "`{}` needs TLS: build jobhost with the `tls` feature",
-                url::redact(url)
+                Nodes::parse(url)?.shown_all()
             )));
         }
-        let link = Link::connect(url, options).await?;
+        let link = Link::connect(Nodes::parse(url)?, options).await?;
         let supervisor = tokio::spawn(Arc::clone(&link).supervise());
         Ok(Self { link, supervisor })
     }

@@ -7,7 +7,7 @@ use std::io;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use jobhost_sdk::QueueConfig;
+use jobhost_sdk::{QueueConfig, QueueType};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::types::FieldTable;
@@ -15,7 +15,9 @@ use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProper
 use tokio::sync::Semaphore;
 
 use super::RabbitMqOptions;
-use super::codec::{declare_options, hold_queue_arguments, work_queue_arguments};
+use super::codec::{
+    dead_letter_queue_arguments, declare_options, hold_queue_arguments, work_queue_arguments,
+};
 use super::options::TlsFiles;
 use super::url::target;
 use crate::broker::{BrokerError, HoldQueue, dead_letter_queue_name};
@@ -47,6 +49,31 @@ impl Failure {
             Self::Lost(error)
         }
     }
+
+    /// A failed declaration of `queue` as a `wanted` queue: like [`Failure::classify`],
+    /// except that a refusal that shows the queue exists as the other type becomes
+    /// [`BrokerError::QueueTypeConflict`], whose message says what to do. The broker names
+    /// the first argument that differs: `x-queue-type`, or, declaring a quorum queue,
+    /// the existing queue's `x-max-priority`, which only a classic queue has.
+    pub(super) fn classify_declaration(
+        queue: &str,
+        wanted: QueueType,
+        error: lapin::Error,
+    ) -> Self {
+        match Self::classify(queue, error) {
+            Self::Final(BrokerError::Refused { queue, reason })
+                if reason.contains("'x-queue-type'")
+                    || (wanted == QueueType::Quorum && reason.contains("'x-max-priority'")) =>
+            {
+                Self::Final(BrokerError::QueueTypeConflict {
+                    queue,
+                    wanted,
+                    reason,
+                })
+            }
+            other => other,
+        }
+    }
 }
 
 /// One live connection and its channels.
@@ -54,6 +81,8 @@ impl Failure {
 pub(super) struct Session {
     /// Counts sessions, so waiters can tell a new one from the one that failed them.
     pub(super) generation: u64,
+    /// Which of the link's broker nodes it is connected to.
+    pub(super) node: usize,
     connection: Connection,
     /// Idle confirm-mode channels. Each carries one publish at a time, because lapin
     /// credits a returned (unroutable) message to whichever confirmation of its channel
@@ -74,6 +103,7 @@ impl Session {
     /// Connect and open the publisher channels.
     pub(super) async fn open(
         url: &str,
+        node: usize,
         options: &RabbitMqOptions,
         generation: u64,
     ) -> Result<Self, lapin::Error> {
@@ -99,6 +129,7 @@ impl Session {
             })??;
         Ok(Self {
             generation,
+            node,
             connection,
             publishers: Mutex::new(Vec::new()),
             publishing: Semaphore::new(options.publisher_channels),
@@ -156,16 +187,21 @@ impl Session {
             .await
             .map_err(Failure::Lost)?;
         let confirmation = confirm.await.map_err(Failure::Lost)?;
-        self.release_publisher(channel);
+        // A nacked channel is not reused: after a quorum queue's leader moved, RabbitMQ
+        // (seen on 3.10) can nack everything one channel sends to that queue, while a new
+        // channel publishes normally.
+        if !matches!(confirmation, Confirmation::Nack(_)) {
+            self.release_publisher(channel);
+        }
         confirmed(routing_key, confirmation)
     }
 
     /// Declare a work queue and its dead-letter queue.
     pub(super) async fn declare_work_queue(&self, config: &QueueConfig) -> Result<(), Failure> {
         let dead = dead_letter_queue_name(&config.name);
-        self.declare(&config.name, config.durable, work_queue_arguments(config))
+        self.declare(&config.name, config, work_queue_arguments(config))
             .await?;
-        self.declare(&dead, config.durable, FieldTable::default())
+        self.declare(&dead, config, dead_letter_queue_arguments(config))
             .await
     }
 
@@ -192,12 +228,8 @@ impl Session {
         if covered {
             return Ok(());
         }
-        self.declare(
-            &hold.name,
-            config.durable,
-            hold_queue_arguments(&config.name, hold),
-        )
-        .await?;
+        self.declare(&hold.name, config, hold_queue_arguments(config, hold))
+            .await?;
         // Recorded only once confirmed, so a concurrent publish never skips a declaration
         // that has not reached the broker yet.
         self.holds
@@ -216,17 +248,18 @@ impl Session {
             .remove(&hold.name);
     }
 
+    /// Declare `queue`, one of the queues of `config`'s topology.
     async fn declare(
         &self,
         queue: &str,
-        durable: bool,
+        config: &QueueConfig,
         arguments: FieldTable,
     ) -> Result<(), Failure> {
         let channel = self.spare_channel().await.map_err(Failure::Lost)?;
         channel
-            .queue_declare(queue.into(), declare_options(durable), arguments)
+            .queue_declare(queue.into(), declare_options(config), arguments)
             .await
-            .map_err(|error| Failure::classify(queue, error))?;
+            .map_err(|error| Failure::classify_declaration(queue, config.queue_type, error))?;
         self.return_spare(channel);
         Ok(())
     }

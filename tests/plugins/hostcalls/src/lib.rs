@@ -26,7 +26,9 @@ wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
 
 use exports::jobhost::plugin::handler::Guest;
 use jobhost::plugin::host::{enqueue, log, report_panic};
-use jobhost::plugin::types::{JobConfig, JobContext, JobError, Level, Manifest, QueueConfig};
+use jobhost::plugin::types::{
+    JobConfig, JobContext, JobError, Level, Manifest, QueueConfig, QueueType,
+};
 
 const MIB: usize = 1024 * 1024;
 
@@ -42,6 +44,7 @@ impl Guest for Hostcalls {
                 name: "test.hostcalls".to_owned(),
                 prefetch: 16,
                 durable: true,
+                queue_type: QueueType::Classic,
                 max_priority: 10,
                 message_ttl: None,
                 retry: None,

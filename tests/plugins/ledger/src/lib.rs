@@ -1,23 +1,33 @@
 //! Test plugin: a ledger of completed jobs kept in the broker, for fault tests whose host
 //! runs in another process (and may be killed).
 //!
-//! - `ledger.Work {id, fail_times}` on `test.ledger.work` (5 attempts, fixed 1s): fails
-//!   retryably while `attempt <= fail_times`, then enqueues `ledger.Done {id}`.
+//! - `ledger.Work {id, fail_times, defer_times}` on `test.ledger.work` (5 attempts, fixed
+//!   1s): defers itself for 1s while it has been deferred fewer than `defer_times` times,
+//!   fails retryably while `attempt <= fail_times`, then enqueues `ledger.Done {id}`. A
+//!   job with `fail_times >= 5` is dead-lettered by its policy after its fifth attempt.
 //! - `ledger.Done {id}` on `test.ledger.done`: always fatal, so every record ends in
 //!   `test.ledger.done.dead`, where the test reads it.
 //!
 //! Follow-ups are published before the `Work` delivery is acked, so a host killed between
 //! the two records a job twice, never zero times: the ledger may show duplicates, never
 //! a completed job without its record.
+//!
+//! With feature `quorum` (fixture `ledger-quorum`) the same queues are quorum queues named
+//! `test.qledger.work` and `test.qledger.done`.
 
 use jobhost_sdk::{Job, JobContext, JobError, Queues};
 use serde::{Deserialize, Serialize};
 
+use std::time::Duration;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
-#[queues(prefix = "test.ledger")]
+#[cfg_attr(not(feature = "quorum"), queues(prefix = "test.ledger"))]
+#[cfg_attr(feature = "quorum", queues(prefix = "test.qledger"))]
 enum LedgerQueues {
     #[queue(retry(max_attempts = 5, backoff = "fixed", delay = "1s"))]
+    #[cfg_attr(feature = "quorum", queue(queue_type = "quorum"))]
     Work,
+    #[cfg_attr(feature = "quorum", queue(queue_type = "quorum"))]
     Done,
 }
 
@@ -28,6 +38,8 @@ struct Work {
     id: u64,
     #[serde(default)]
     fail_times: u32,
+    #[serde(default)]
+    defer_times: u32,
 }
 
 /// The record of a completed `Work`.
@@ -38,6 +50,9 @@ struct Done {
 }
 
 fn work(job: Work, ctx: &JobContext) -> Result<(), JobError> {
+    if ctx.deferrals() < job.defer_times {
+        return Err(JobError::deferred(Duration::from_secs(1)));
+    }
     if ctx.attempt() <= job.fail_times {
         return Err(JobError::retryable(format!(
             "job {} fails attempt {} on purpose",

@@ -1,0 +1,462 @@
+//! Scale-out and high availability on a three-node RabbitMQ cluster: two `jobhost run`
+//! processes share the `ledger-quorum` fixture's quorum queues while a broker node is
+//! stopped (`rabbitmqctl stop_app`), another is killed hard, one host is SIGKILLed and the
+//! other hot-reloads a plugin. Every job completes or is dead-lettered by its own policy,
+//! exactly as on one node, counted in a ledger kept apart from the hosts; none is lost,
+//! and duplicates stay within what at-least-once allows.
+//!
+//! Runs under `.ci/cluster-broker.sh`, which starts the cluster and sets
+//! `JOBHOST_CLUSTER_AMQP` (and the node names, directory and `rabbitmqctl` the faults
+//! need):
+//!
+//! ```text
+//! .ci/cluster-broker.sh cargo test -p jobhost --test cluster_faults -- --nocapture
+//! ```
+//!
+//! It sends 20,000 jobs (`JOBHOST_FAULT_JOBS` sets another count): fewer finish before the
+//! faults have landed on this machine.
+//!
+//! Without the cluster the test says so and passes, so that `cargo test --workspace` runs
+//! on a machine with one broker; `JOBHOST_REQUIRE_CLUSTER=1` (set by `.ci/test`) makes a
+//! missing cluster a failure instead.
+
+#[allow(dead_code)]
+#[path = "faults_support/ledger.rs"]
+mod ledger;
+#[allow(dead_code)]
+#[path = "faults_support/process.rs"]
+mod process;
+mod support;
+#[allow(dead_code)]
+#[path = "faults_support/table.rs"]
+mod table;
+
+use std::collections::{BTreeMap, HashSet};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobhost::broker::{RabbitMqBackend, RabbitMqOptions};
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
+use ledger::{DeadLetter, Ledger, LedgerQueues, ledger_id, patience};
+use process::HostProcess;
+use table::{Row, Table};
+
+const WORK: &str = "test.qledger.work";
+const DONE: &str = "test.qledger.done";
+/// Jobs by default: enough for every fault to land while jobs are still waiting, within a
+/// couple of minutes.
+const DEFAULT_JOBS: usize = 20_000;
+/// The work queue's and the done queue's prefetch (the SDK's default).
+const PREFETCH: usize = 16;
+/// The ledger's policy: five attempts.
+const MAX_ATTEMPTS: u32 = 5;
+
+/// The cluster `.ci/cluster-broker.sh` started.
+struct Cluster {
+    /// Every node, as one comma-separated list.
+    amqp: String,
+    urls: Vec<String>,
+    nodes: Vec<String>,
+    dir: String,
+    ctl: String,
+}
+
+impl Cluster {
+    /// The cluster, or `None` (the test skips, loudly) when there is none and
+    /// `JOBHOST_REQUIRE_CLUSTER` is not `1`.
+    fn from_env() -> Option<Self> {
+        let Ok(amqp) = std::env::var("JOBHOST_CLUSTER_AMQP") else {
+            assert!(
+                std::env::var("JOBHOST_REQUIRE_CLUSTER").as_deref() != Ok("1"),
+                "JOBHOST_REQUIRE_CLUSTER=1 but JOBHOST_CLUSTER_AMQP is unset: run the test \
+                 under `.ci/cluster-broker.sh`"
+            );
+            eprintln!(
+                "SKIPPED: no RabbitMQ cluster (JOBHOST_CLUSTER_AMQP is unset); run \
+                 `.ci/cluster-broker.sh cargo test -p jobhost --test cluster_faults`"
+            );
+            return None;
+        };
+        let var = |name: &str| {
+            std::env::var(name).unwrap_or_else(|_| panic!("{name} is set by cluster-broker.sh"))
+        };
+        let urls = amqp.split(',').map(str::to_owned).collect();
+        let nodes = var("JOBHOST_CLUSTER_NODES")
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        Some(Self {
+            amqp,
+            urls,
+            nodes,
+            dir: var("JOBHOST_CLUSTER_DIR"),
+            ctl: var("JOBHOST_CLUSTER_CTL"),
+        })
+    }
+
+    fn ctl(&self, node: usize, args: &[&str]) {
+        let output = Command::new(&self.ctl)
+            .env("HOME", &self.dir)
+            .arg("-n")
+            .arg(&self.nodes[node])
+            .args(args)
+            .output()
+            .expect("rabbitmqctl runs");
+        assert!(
+            output.status.success(),
+            "rabbitmqctl -n {} {args:?} failed: {}",
+            self.nodes[node],
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Wait (at most `limit`) until losing `node` leaves every quorum queue a majority:
+    /// a node just started again holds replicas that must catch up first.
+    async fn await_not_quorum_critical(&self, node: usize, limit: Duration) {
+        let queues = std::path::Path::new(&self.ctl).with_file_name("rabbitmq-queues");
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let output = Command::new(&queues)
+                .env("HOME", &self.dir)
+                .arg("-n")
+                .arg(&self.nodes[node])
+                .arg("check_if_node_is_quorum_critical")
+                .output()
+                .expect("rabbitmq-queues runs");
+            if output.status.success() {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} stays quorum-critical for {limit:?}: {}",
+                self.nodes[node],
+                String::from_utf8_lossy(&output.stdout)
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// SIGKILL the node's Erlang VM: no goodbye to its peers or clients.
+    fn kill(&self, node: usize) {
+        let name = self.nodes[node].split('@').next().expect("a node name");
+        let pid = std::fs::read_to_string(format!("{}/{name}/pid", self.dir))
+            .expect("the node's pid file");
+        let status = Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "node {} is killed", self.nodes[node]);
+    }
+}
+
+fn job_count() -> usize {
+    std::env::var("JOBHOST_FAULT_JOBS").map_or(DEFAULT_JOBS, |value| {
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("JOBHOST_FAULT_JOBS `{value}` is not a job count"))
+    })
+}
+
+/// What job `index` does: every tenth fails once, every twenty-fifth defers once (1 s),
+/// every hundredth fails all five attempts and is dead-lettered by its policy; the rest
+/// succeed at once.
+fn plan(index: usize) -> (u32, u32) {
+    match index {
+        i if i % 100 == 7 => (MAX_ATTEMPTS, 0),
+        i if i % 25 == 3 => (0, 1),
+        i if i % 10 == 0 => (1, 0),
+        _ => (0, 0),
+    }
+}
+
+/// Drain until every job of `completes` has a record and every job of `dies` a dead
+/// letter, failing after `limit`; returns the dead letters.
+async fn wait_for_every_outcome(
+    host: &HostProcess,
+    ledger: &mut Ledger,
+    completes: &[u64],
+    dies: &HashSet<u64>,
+    limit: Duration,
+) -> Vec<DeadLetter> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut dead = Vec::new();
+    loop {
+        ledger.drain().await;
+        dead.extend(ledger.take_dead());
+        let dead_ids: HashSet<u64> = dead.iter().filter_map(|d| ledger_id(&d.body)).collect();
+        let completed = ledger.completed(completes);
+        if completed == completes.len() && dies.is_subset(&dead_ids) {
+            return dead;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "within {limit:?}: {completed} of {} jobs completed, {} of {} dead-lettered; the \
+             host's log ends with:\n{}",
+            completes.len(),
+            dies.intersection(&dead_ids).count(),
+            dies.len(),
+            host.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a_killed_host() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let jobs = job_count();
+    let plugin_dir = || {
+        let dir = tempfile::tempdir().expect("a plugin directory");
+        std::fs::copy(
+            jobhost_fixtures::wasm("ledger-quorum"),
+            dir.path().join("ledger.wasm"),
+        )
+        .expect("the ledger plugin copies in");
+        dir
+    };
+    let (dir_a, dir_b) = (plugin_dir(), plugin_dir());
+    // Host A takes the nodes as a comma list, host B as one `--amqp` per node.
+    let mut host_a = HostProcess::start_on(dir_a.path(), &[&cluster.amqp], &[WORK, DONE]).await;
+    let urls: Vec<&str> = cluster.urls.iter().map(String::as_str).collect();
+    let host_b = HostProcess::start_on(dir_b.path(), &urls, &[WORK, DONE]).await;
+    let b_started = host_b.line_count();
+    // The ledger reads from the third node, which no fault touches.
+    let mut ledger = Ledger::open_on(LedgerQueues {
+        url: cluster.urls[2].clone(),
+        work: WORK,
+        done: DONE,
+    })
+    .await;
+    let publisher = Arc::new(
+        RabbitMqBackend::connect(
+            &cluster.amqp,
+            RabbitMqOptions::default().connection_name("cluster-faults-publisher"),
+        )
+        .await
+        .expect("the publisher connects to the cluster"),
+    );
+
+    let ids = ledger::fresh_ids(jobs);
+    let (mut completes, mut dies) = (Vec::new(), HashSet::new());
+    let envelopes = ids
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| {
+            let (fail_times, defer_times) = plan(i);
+            if fail_times >= MAX_ATTEMPTS {
+                dies.insert(id);
+            } else {
+                completes.push(id);
+            }
+            ledger::work_on(WORK, id, fail_times, defer_times)
+        })
+        .collect();
+    let publishing = tokio::spawn({
+        let publisher = publisher.clone();
+        async move { ledger::publish_all(&publisher, envelopes).await }
+    });
+
+    let limit = patience(jobs) * 2;
+    within_publish(publishing).await;
+    // Each fault lands once the work queue is down to a share of the batch: read from the
+    // queue's depth, which is exact, where the ledger lags behind the hosts.
+    let mut depth = Depth::open(&cluster.urls[2]).await;
+    let share = |percent: usize| u32::try_from(jobs * percent / 100).unwrap_or(u32::MAX);
+    let mut faults = Vec::new();
+
+    // A hot reload on host A while both work: a second plugin appears in its directory only.
+    std::fs::copy(
+        jobhost_fixtures::wasm("noop"),
+        dir_a.path().join("noop.wasm"),
+    )
+    .expect("the noop plugin copies in");
+    host_a
+        .wait_for_line(0, Duration::from_secs(120), |l| {
+            l.contains("plugin loaded") && l.contains("plugin=noop")
+        })
+        .await;
+    faults.push(format!("host A reloads ({} left)", depth.ready().await));
+
+    let left = depth.wait_until_at_most(share(85), limit).await;
+    cluster.ctl(0, &["stop_app"]);
+    faults.push(format!("node 1 stop_app ({left} left)"));
+
+    // Host A dies once its summary line shows it took its share of the work.
+    host_a
+        .wait_for_line(0, limit, |l| {
+            l.contains("jobs settled since the last summary") && !l.contains("completed=0 ")
+        })
+        .await;
+    let left = depth.ready().await;
+    host_a.kill();
+    let a_completed = host_a.completions();
+    faults.push(format!("host A SIGKILLed ({left} left)"));
+    assert!(left > 0, "host A dies mid-run (raise JOBHOST_FAULT_JOBS)");
+
+    let left = depth.ready().await;
+    cluster.ctl(0, &["start_app"]);
+    cluster.ctl(0, &["await_startup"]);
+    faults.push(format!("node 1 started again ({left} left)"));
+
+    let left = depth.wait_until_at_most(share(50), limit).await;
+    cluster
+        .await_not_quorum_critical(1, Duration::from_secs(120))
+        .await;
+    cluster.kill(1);
+    // Records only grow: fewer than all after the kill means the fleet was still at work.
+    ledger.drain().await;
+    let recorded = ledger.completed(&completes);
+    faults.push(format!("node 2 killed ({left} left, {recorded} recorded)"));
+    assert!(
+        recorded < completes.len(),
+        "the last fault lands mid-run: every job was recorded already (raise JOBHOST_FAULT_JOBS)"
+    );
+
+    let dead =
+        wait_for_every_outcome(&host_b, &mut ledger, &completes, &dies, patience(jobs)).await;
+    let b_completed = host_b.completions();
+
+    let row = row(&ledger, &ids, &completes, &dead, &faults);
+    let table = Table(vec![row]);
+    println!("\n{table}");
+    let row = &table.0[0];
+    println!(
+        "host A completed {a_completed}+ jobs before its kill, host B {b_completed}+ (from their \
+         10 s summaries)"
+    );
+
+    let dead_ids: HashSet<u64> = dead.iter().filter_map(|d| ledger_id(&d.body)).collect();
+    assert_eq!(
+        dead_ids, dies,
+        "exactly the jobs whose policy gives up are dead-lettered"
+    );
+    for letter in &dead {
+        assert!(
+            letter.reason.starts_with(&format!(
+                "max attempts ({MAX_ATTEMPTS}) exhausted after attempt {MAX_ATTEMPTS}: job failed (retryable): job "
+            )),
+            "dead-lettered by its own policy: {}",
+            letter.reason
+        );
+    }
+    assert_eq!(
+        ledger.completed(&completes),
+        completes.len(),
+        "every other job completes"
+    );
+    assert!(a_completed > 0, "host A shared the work");
+    assert!(
+        host_b.lines_since(b_started, |l| l.contains("plugin loaded")) == 0,
+        "host A's reload does not touch host B"
+    );
+    // Each fault may redeliver what each host held unacked on both queues, and make the
+    // publisher send its in-flight jobs again.
+    let duplicated = row.duplicated;
+    let bound = faults.len() * (2 * 2 * PREFETCH + 64);
+    assert!(
+        duplicated <= bound,
+        "{duplicated} duplicates, more than at-least-once explains ({bound})"
+    );
+}
+
+/// The work queue's depth, read on a node no fault touches.
+struct Depth {
+    url: String,
+    channel: lapin::Channel,
+}
+
+impl Depth {
+    async fn open(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            channel: support::raw_channel_at(url).await,
+        }
+    }
+
+    /// Ready jobs on the work queue; a read the broker fails (a leader election) is made
+    /// again on a new connection.
+    async fn ready(&mut self) -> u32 {
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        loop {
+            match self
+                .channel
+                .queue_declare(WORK.into(), passive, FieldTable::default())
+                .await
+            {
+                Ok(queue) => return queue.message_count(),
+                Err(error) => {
+                    eprintln!("depth: reading the work queue failed ({error}); reading again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    self.channel = support::raw_channel_at(&self.url).await;
+                }
+            }
+        }
+    }
+
+    /// Wait until at most `left` jobs are ready, failing after `limit`; returns how many are.
+    async fn wait_until_at_most(&mut self, left: u32, limit: Duration) -> u32 {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let ready = self.ready().await;
+            if ready <= left {
+                return ready;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the work queue still holds {ready} jobs after {limit:?}, waiting for {left}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn within_publish(publishing: tokio::task::JoinHandle<()>) {
+    tokio::time::timeout(Duration::from_secs(600), publishing)
+        .await
+        .expect("the jobs are published within 10 minutes")
+        .expect("the publisher does not panic");
+}
+
+/// The scenario's row: its dead letters grouped by their reason without the job's id, and
+/// duplicates counted among both the completion records and the dead letters.
+fn row(
+    ledger: &Ledger,
+    ids: &[u64],
+    completes: &[u64],
+    dead: &[DeadLetter],
+    faults: &[String],
+) -> Row {
+    let mut by_reason = BTreeMap::new();
+    let mut seen = HashSet::new();
+    for letter in dead {
+        if !ledger_id(&letter.body).is_some_and(|id| seen.insert(id)) {
+            continue;
+        }
+        let reason = letter
+            .reason
+            .split(" fails attempt")
+            .next()
+            .map(|head| head.trim_end_matches(|c: char| c.is_ascii_digit()))
+            .unwrap_or_default();
+        *by_reason
+            .entry(format!("{reason}N fails attempt {MAX_ATTEMPTS} on purpose"))
+            .or_default() += 1;
+    }
+    Row {
+        sent: ids.len(),
+        completed: ledger.completed(completes),
+        duplicated: ledger.row("", ids, &[]).duplicated + (dead.len() - seen.len()),
+        dead: by_reason,
+        ..Row::new(format!(
+            "cluster: 3 nodes, quorum queues, 2 hosts; {}",
+            faults.join(", ")
+        ))
+    }
+}
