@@ -34,17 +34,7 @@ fn quorum(name: &str) -> QueueConfig {
 
 /// `rabbitmqctl list_queues name type arguments` for the queue named exactly `queue`.
 fn type_and_arguments(queue: &str) -> String {
-    rabbitmqctl(&[
-        "list_queues",
-        "name",
-        "type",
-        "arguments",
-        "--no-table-headers",
-        "--silent",
-    ])
-    .lines()
-    .find_map(|line| line.strip_prefix(&format!("{queue}\t")).map(str::to_owned))
-    .unwrap_or_else(|| panic!("queue `{queue}` should be listed by rabbitmqctl"))
+    support::queue_columns(queue, &["type", "arguments"])
 }
 
 /// Wait until `queue` holds `count` ready messages.

@@ -182,16 +182,19 @@ pub(crate) fn rabbitmqctl(args: &[&str]) -> String {
 
 /// `rabbitmqctl list_queues name arguments` for the queue named exactly `queue`.
 pub(crate) fn queue_arguments(queue: &str) -> String {
-    rabbitmqctl(&[
-        "list_queues",
-        "name",
-        "arguments",
-        "--no-table-headers",
-        "--silent",
-    ])
-    .lines()
-    .find_map(|line| line.strip_prefix(&format!("{queue}\t")).map(str::to_owned))
-    .unwrap_or_else(|| panic!("queue `{queue}` should be listed by rabbitmqctl"))
+    queue_columns(queue, &["arguments"])
+}
+
+/// `rabbitmqctl list_queues name COLUMNS...` for the queue named exactly `queue`: its
+/// columns, tab-separated.
+pub(crate) fn queue_columns(queue: &str, columns: &[&str]) -> String {
+    let mut args = vec!["list_queues", "name"];
+    args.extend_from_slice(columns);
+    args.extend(["--no-table-headers", "--silent"]);
+    rabbitmqctl(&args)
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{queue}\t")).map(str::to_owned))
+        .unwrap_or_else(|| panic!("queue `{queue}` should be listed by rabbitmqctl"))
 }
 
 /// Work queues (with their dead-letter queues) deleted when the guard drops, also when

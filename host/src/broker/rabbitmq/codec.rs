@@ -460,15 +460,15 @@ mod tests {
         }
     }
 
+    fn one_second_hold(queue: &str) -> HoldQueue {
+        let delay = Granularity::default().round(Duration::from_secs(1));
+        HoldQueue::for_delay(queue, delay.expect("fits"))
+    }
+
     #[test]
     fn every_queue_of_a_quorum_topology_is_a_quorum_queue_without_priority_levels() {
         let config = quorum("q");
-        let hold = HoldQueue::for_delay(
-            "q",
-            Granularity::default()
-                .round(Duration::from_secs(1))
-                .expect("fits"),
-        );
+        let hold = one_second_hold("q");
         let quorum_type = Some(&AMQPValue::LongString("quorum".into()));
         for arguments in [
             work_queue_arguments(&config),
@@ -488,12 +488,7 @@ mod tests {
     #[test]
     fn a_quorum_hold_queue_dead_letters_at_least_once_and_rejects_publishes_when_full() {
         let config = quorum("q");
-        let hold = HoldQueue::for_delay(
-            "q",
-            Granularity::default()
-                .round(Duration::from_secs(1))
-                .expect("fits"),
-        );
+        let hold = one_second_hold("q");
         let arguments = hold_queue_arguments(&config, &hold);
         let get = |key: &str| arguments.inner().get(key).cloned();
         assert_eq!(
