@@ -27,13 +27,8 @@ base_port="${JOBHOST_CLUSTER_PORT:-5681}"
 base_dist_port="${JOBHOST_CLUSTER_DIST_PORT:-25681}"
 names=(jh1 jh2 jh3)
 
-# The Debian package's /usr/sbin wrappers switch to the rabbitmq user and its cookie; the
-# scripts behind them run as whoever calls them, with the cookie in $HOME.
-bin=/usr/lib/rabbitmq/bin
-if [ ! -x "$bin/rabbitmq-server" ]; then
-    bin="$(dirname "$(command -v rabbitmq-server)")"
-fi
-ctl="$bin/rabbitmqctl"
+. "$(dirname "$0")/rabbit-node.sh"
+ctl="$rabbit_bin/rabbitmqctl"
 
 work="$(mktemp -d -t jobhost-cluster.XXXXXX)"
 real_home="$HOME"
@@ -41,31 +36,16 @@ real_home="$HOME"
 node_of() { echo "$1@localhost"; }
 
 ctl_on() {
-    local node="$1"
+    local name="$1"
     shift
-    HOME="$work" "$ctl" -n "$(node_of "$node")" "$@"
+    rabbit_ctl "$work" "$(node_of "$name")" "$@"
 }
 
 stop() {
     local status=$?
     for name in "${names[@]}"; do
-        local pid_file="$work/$name/pid"
-        [ -f "$pid_file" ] || continue
-        local pid
-        pid="$(cat "$pid_file")"
-        ctl_on "$name" stop >/dev/null 2>&1 || kill "$pid" 2>/dev/null || true
-    done
-    for name in "${names[@]}"; do
-        local pid_file="$work/$name/pid"
-        [ -f "$pid_file" ] || continue
-        local pid
-        pid="$(cat "$pid_file")"
-        # Bounded: a node that does not stop within 30 s is killed.
-        for _ in $(seq 1 30); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 1
-        done
-        kill -9 "$pid" 2>/dev/null || true
+        [ "$status" -eq 0 ] || rabbit_evidence "$(node_of "$name")" "$work/$name"
+        rabbit_stop "$work" "$(node_of "$name")" "$work/$name"
     done
     rm -rf "$work"
     exit "$status"
@@ -85,40 +65,6 @@ disk_free_limit.absolute = 50MB
 EOF
 }
 
-# start_node INDEX: start node INDEX (0-based) in the background.
-start_node() {
-    local name="${names[$1]}"
-    local dir="$work/$name"
-    mkdir -p "$dir/data" "$dir/log"
-    (
-        export HOME="$work"
-        export RABBITMQ_NODENAME="$(node_of "$name")"
-        export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
-        export RABBITMQ_NODE_PORT="$((base_port + $1))"
-        export RABBITMQ_DIST_PORT="$((base_dist_port + $1))"
-        export RABBITMQ_CONFIG_FILE="$work/rabbitmq.conf"
-        export RABBITMQ_ENABLED_PLUGINS_FILE="$work/enabled_plugins"
-        export RABBITMQ_MNESIA_BASE="$dir/data"
-        export RABBITMQ_LOG_BASE="$dir/log"
-        export RABBITMQ_PID_FILE="$dir/pid"
-        exec "$bin/rabbitmq-server" >"$dir/log/console.log" 2>&1
-    ) &
-}
-
-# await_node INDEX: wait until node INDEX is up, for at most 120 s.
-await_node() {
-    local name="${names[$1]}"
-    for _ in $(seq 1 120); do
-        if ctl_on "$name" await_startup >/dev/null 2>&1; then
-            return 0
-        fi
-        sleep 1
-    done
-    echo "FATAL: RabbitMQ node $(node_of "$name") did not start; its log:" >&2
-    tail -50 "$work/$name/log/console.log" >&2 || true
-    exit 1
-}
-
 join_first() {
     local name="${names[$1]}"
     ctl_on "$name" stop_app >/dev/null
@@ -129,10 +75,11 @@ join_first() {
 
 write_shared_files
 for i in 0 1 2; do
-    start_node "$i"
+    rabbit_start "$work" "$(node_of "${names[$i]}")" "$work/${names[$i]}" \
+        "$((base_port + i))" "$((base_dist_port + i))"
 done
-for i in 0 1 2; do
-    await_node "$i"
+for name in "${names[@]}"; do
+    rabbit_await "$work" "$(node_of "$name")" "$work/$name"
 done
 join_first 1
 join_first 2

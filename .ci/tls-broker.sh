@@ -25,27 +25,16 @@ dist_port="${JOBHOST_TLS_DIST_PORT:-26672}"
 node="jobhost-tls@localhost"
 client_cn="jobhost-tls-client"
 
-# The Debian package's /usr/sbin wrappers switch to the rabbitmq user and its cookie; the
-# scripts behind them run as whoever calls them, with the cookie in $HOME.
-bin=/usr/lib/rabbitmq/bin
-if [ ! -x "$bin/rabbitmq-server" ]; then
-    bin="$(dirname "$(command -v rabbitmq-server)")"
-fi
+. "$(dirname "$0")/rabbit-node.sh"
 
 work="$(mktemp -d -t jobhost-tls.XXXXXX)"
-server_pid=""
 
 stop() {
-    if [ -n "$server_pid" ]; then
-        HOME="$work" "$bin/rabbitmqctl" -n "$node" stop >/dev/null 2>&1 || kill "$server_pid" 2>/dev/null || true
-        # Bounded: a node that does not stop within 30 s is killed.
-        for _ in $(seq 1 30); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 1
-        done
-        kill -9 "$server_pid" 2>/dev/null || true
-    fi
+    local status=$?
+    [ "$status" -eq 0 ] || rabbit_evidence "$node" "$work/node"
+    rabbit_stop "$work" "$node" "$work/node"
     rm -rf "$work"
+    exit "$status"
 }
 trap stop EXIT
 
@@ -85,52 +74,23 @@ EOF
     echo '[rabbitmq_auth_mechanism_ssl].' >"$work/enabled_plugins"
 }
 
+# start_node: the node, and the broker user its client certificate logs in as.
 start_node() {
-    mkdir -p "$work/data" "$work/log"
-    export HOME="$work"
-    export RABBITMQ_NODENAME="$node"
-    export RABBITMQ_NODE_PORT="$((port + 1))"
-    export RABBITMQ_DIST_PORT="$dist_port"
-    export RABBITMQ_CONFIG_FILE="$work/rabbitmq.conf"
-    export RABBITMQ_ENABLED_PLUGINS_FILE="$work/enabled_plugins"
-    export RABBITMQ_MNESIA_BASE="$work/data"
-    export RABBITMQ_LOG_BASE="$work/log"
-    export RABBITMQ_PID_FILE="$work/node.pid"
-    "$bin/rabbitmq-server" >"$work/log/console.log" 2>&1 &
-    server_pid=$!
-    # `await_startup` fails at once while the node is not yet registered, so it is asked
-    # again, for at most 120 s, as long as the node process lives.
-    local up=""
-    for _ in $(seq 1 120); do
-        if "$bin/rabbitmqctl" -n "$node" await_startup >/dev/null 2>&1; then
-            up=yes
-            break
-        fi
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 1
-    done
-    if [ -z "$up" ]; then
-        echo "FATAL: the TLS RabbitMQ node did not start; its log:" >&2
-        tail -50 "$work/log/console.log" >&2 || true
-        exit 1
-    fi
-    "$bin/rabbitmqctl" -n "$node" add_user "$client_cn" "$(openssl rand -hex 16)" >/dev/null
-    "$bin/rabbitmqctl" -n "$node" set_permissions -p / "$client_cn" '.*' '.*' '.*' >/dev/null
-    unset RABBITMQ_NODENAME RABBITMQ_NODE_PORT RABBITMQ_DIST_PORT RABBITMQ_CONFIG_FILE \
-        RABBITMQ_ENABLED_PLUGINS_FILE RABBITMQ_MNESIA_BASE RABBITMQ_LOG_BASE RABBITMQ_PID_FILE
+    # The AMQP port without TLS is closed by `listeners.tcp = none`; it is set apart only so
+    # that it never collides with another node's.
+    rabbit_start "$work" "$node" "$work/node" "$((port + 1))" "$dist_port"
+    rabbit_await "$work" "$node" "$work/node"
+    rabbit_ctl "$work" "$node" add_user "$client_cn" "$(openssl rand -hex 16)" >/dev/null
+    rabbit_ctl "$work" "$node" set_permissions -p / "$client_cn" '.*' '.*' '.*' >/dev/null
 }
 
-real_home="$HOME"
 make_certificates
 write_config
 start_node
 echo "TLS RabbitMQ node $node listens on 127.0.0.1:$port"
 
-export HOME="$real_home"
 export JOBHOST_TLS_URL="amqps://guest:guest@localhost:$port/%2f"
 export JOBHOST_TLS_CA="$work/ca.pem"
 export JOBHOST_TLS_CLIENT_CERT="$work/client.pem"
 export JOBHOST_TLS_CLIENT_KEY="$work/client.key"
-status=0
-"$@" || status=$?
-exit "$status"
+"$@"

@@ -172,10 +172,12 @@ fn plan(index: usize) -> (u32, u32) {
 }
 
 /// Drain until every job of `completes` has a record and every job of `dies` a dead
-/// letter, failing after `limit`; returns the dead letters.
+/// letter, failing after `limit` with the depth of each queue, which tells a host that
+/// stopped from a ledger that lags; returns the dead letters.
 async fn wait_for_every_outcome(
     host: &HostProcess,
     ledger: &mut Ledger,
+    depth: &mut Depth,
     completes: &[u64],
     dies: &HashSet<u64>,
     limit: Duration,
@@ -190,15 +192,22 @@ async fn wait_for_every_outcome(
         if completed == completes.len() && dies.is_subset(&dead_ids) {
             return dead;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "within {limit:?}: {completed} of {} jobs completed, {} of {} dead-lettered; the \
-             host's log ends with:\n{}",
-            completes.len(),
-            dies.intersection(&dead_ids).count(),
-            dies.len(),
-            host.tail()
-        );
+        if tokio::time::Instant::now() >= deadline {
+            let (records, refused) = (format!("{DONE}.dead"), format!("{WORK}.dead"));
+            let mut depths = Vec::new();
+            for queue in [WORK, DONE, records.as_str(), refused.as_str()] {
+                depths.push(format!("{queue} {}", depth.ready_of(queue).await));
+            }
+            panic!(
+                "within {limit:?}: {completed} of {} jobs completed, {} of {} dead-lettered; \
+                 ready: {}; the host's log ends with:\n{}",
+                completes.len(),
+                dies.intersection(&dead_ids).count(),
+                dies.len(),
+                depths.join(", "),
+                host.tail()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -316,8 +325,15 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
         "the last fault lands mid-run: every job was recorded already (raise JOBHOST_FAULT_JOBS)"
     );
 
-    let dead =
-        wait_for_every_outcome(&host_b, &mut ledger, &completes, &dies, patience(jobs)).await;
+    let dead = wait_for_every_outcome(
+        &host_b,
+        &mut ledger,
+        &mut depth,
+        &completes,
+        &dies,
+        patience(jobs),
+    )
+    .await;
     let b_completed = host_b.completions();
 
     let row = row(&ledger, &ids, &completes, &dead, &faults);
@@ -363,7 +379,7 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
     );
 }
 
-/// The work queue's depth, read on a node no fault touches.
+/// Queue depths, read on a node no fault touches.
 struct Depth {
     url: String,
     channel: lapin::Channel,
@@ -377,9 +393,14 @@ impl Depth {
         }
     }
 
-    /// Ready jobs on the work queue; a read the broker fails (a leader election) is made
-    /// again on a new connection.
+    /// Ready jobs on the work queue.
     async fn ready(&mut self) -> u32 {
+        self.ready_of(WORK).await
+    }
+
+    /// Ready messages on `queue`; a read the broker fails (a leader election) is made again
+    /// on a new connection.
+    async fn ready_of(&mut self, queue: &str) -> u32 {
         let passive = QueueDeclareOptions {
             passive: true,
             ..QueueDeclareOptions::default()
@@ -387,12 +408,12 @@ impl Depth {
         loop {
             match self
                 .channel
-                .queue_declare(WORK.into(), passive, FieldTable::default())
+                .queue_declare(queue.into(), passive, FieldTable::default())
                 .await
             {
                 Ok(queue) => return queue.message_count(),
                 Err(error) => {
-                    eprintln!("depth: reading the work queue failed ({error}); reading again");
+                    eprintln!("depth: reading `{queue}` failed ({error}); reading again");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     self.channel = support::raw_channel_at(&self.url).await;
                 }

@@ -7,15 +7,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::{FutureExt, StreamExt};
 use jobhost::broker::{Backend, RabbitMqBackend};
 use jobhost::envelope::Envelope;
-use lapin::Channel;
-use lapin::types::AMQPValue;
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Connection, ConnectionProperties, Consumer};
 use serde_json::value::RawValue;
 use tokio::task::JoinSet;
 
 use super::table::Row;
-use crate::support::{amqp_url, raw_channel_at, try_take, within};
+use crate::support::{amqp_url, within};
 
 /// The queue of `ledger.Work`.
 pub(crate) const WORK_QUEUE: &str = "test.ledger.work";
@@ -55,7 +58,8 @@ pub(crate) struct DeadLetter {
 #[derive(Debug)]
 pub(crate) struct Ledger {
     queues: LedgerQueues,
-    channel: Channel,
+    /// The consumers of both queues; `None` until the next drain opens them again.
+    reader: Option<Reader>,
     records: HashMap<u64, usize>,
     dead: Vec<DeadLetter>,
 }
@@ -78,24 +82,26 @@ impl Ledger {
         Self::open_on(LedgerQueues::classic()).await
     }
 
-    /// A ledger of the fixture's queues `queues`.
+    /// A ledger of the fixture's queues `queues`; it connects at its first drain.
     pub(crate) async fn open_on(queues: LedgerQueues) -> Self {
         Self {
-            channel: raw_channel_at(&queues.url).await,
             queues,
+            reader: None,
             records: HashMap::new(),
             dead: Vec::new(),
         }
     }
 
-    /// Read through a new channel, because a broker fault closed the old one.
+    /// Read through a new connection, because a broker fault closed the old one.
     pub(crate) async fn reconnect(&mut self) {
-        self.channel = raw_channel_at(&self.queues.url).await;
+        if let Some(reader) = self.reader.take() {
+            reader.close().await;
+        }
     }
 
-    /// Move everything the broker holds for the ledger into this tally. A read the broker
-    /// fails (a cluster electing a queue's new leader) is given up and the connection
-    /// replaced: what was not taken is still there for the next drain.
+    /// Move what the broker delivers for the ledger now into this tally. A read the broker
+    /// fails (a cluster electing a queue's new leader, a restart) is given up and the
+    /// connection closed: what was not acknowledged is delivered again to the next drain.
     pub(crate) async fn drain(&mut self) {
         if let Err(error) = self.try_drain().await {
             eprintln!(
@@ -106,16 +112,16 @@ impl Ledger {
     }
 
     async fn try_drain(&mut self) -> Result<(), lapin::Error> {
-        let (records, refused) = (
-            format!("{}.dead", self.queues.done),
-            format!("{}.dead", self.queues.work),
-        );
-        while let Some(record) = try_take(&self.channel, &records).await? {
+        if self.reader.is_none() {
+            self.reader = Some(Reader::open(&self.queues).await?);
+        }
+        let reader = self.reader.as_mut().expect("opened above");
+        for record in reader.records.take().await? {
             let id = ledger_id(&record.data)
                 .unwrap_or_else(|| panic!("a ledger record carries an id: {:?}", record.data));
             *self.records.entry(id).or_default() += 1;
         }
-        while let Some(letter) = try_take(&self.channel, &refused).await? {
+        for letter in reader.refused.take().await? {
             let reason = letter
                 .properties
                 .headers()
@@ -264,4 +270,98 @@ pub(crate) async fn publish_all(backend: &Arc<RabbitMqBackend>, jobs: Vec<Envelo
         tasks.join_all(),
     )
     .await;
+}
+
+/// Deliveries the broker pushes ahead of the ledger's acknowledgements, per queue. A
+/// consumer, not `basic.get`: on a quorum queue each get is a replicated command of its
+/// own, too slow to keep up with two hosts recording.
+const PREFETCH: u16 = 1_000;
+/// How long one drain waits for a queue's first delivery.
+const QUIET: Duration = Duration::from_millis(50);
+
+/// One connection consuming both of the ledger's queues, each on a channel of its own so
+/// that one acknowledgement with `multiple` covers exactly one queue's deliveries.
+#[derive(Debug)]
+struct Reader {
+    connection: Connection,
+    records: QueueReader,
+    refused: QueueReader,
+}
+
+impl Reader {
+    async fn open(queues: &LedgerQueues) -> Result<Self, lapin::Error> {
+        let connection = Connection::connect(&queues.url, ConnectionProperties::default()).await?;
+        let records = QueueReader::open(&connection, format!("{}.dead", queues.done)).await?;
+        let refused = QueueReader::open(&connection, format!("{}.dead", queues.work)).await?;
+        Ok(Self {
+            connection,
+            records,
+            refused,
+        })
+    }
+
+    /// Close the connection, so the broker delivers what it did not see acknowledged again;
+    /// bounded, because the connection may be dead already.
+    async fn close(self) {
+        let closing = self.connection.close(200, "the ledger reconnects".into());
+        let _ = tokio::time::timeout(Duration::from_secs(5), closing).await;
+    }
+}
+
+/// A consumer of one queue, acknowledged in batches.
+#[derive(Debug)]
+struct QueueReader {
+    channel: Channel,
+    consumer: Consumer,
+}
+
+impl QueueReader {
+    async fn open(connection: &Connection, queue: String) -> Result<Self, lapin::Error> {
+        let channel = connection.create_channel().await?;
+        channel
+            .basic_qos(PREFETCH, BasicQosOptions::default())
+            .await?;
+        let consumer = channel
+            .basic_consume(
+                queue.into(),
+                "jobhost-ledger".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        Ok(Self { channel, consumer })
+    }
+
+    /// What the broker has delivered, waiting at most [`QUIET`] for a first delivery; the
+    /// batch is acknowledged before it is handed over, so a batch whose acknowledgement
+    /// fails is delivered again instead of counted twice.
+    async fn take(&mut self) -> Result<Vec<Delivery>, lapin::Error> {
+        let mut batch = Vec::new();
+        if let Ok(first) = tokio::time::timeout(QUIET, self.consumer.next()).await {
+            batch.push(delivered(first)?);
+            while batch.len() < usize::from(PREFETCH) {
+                let Some(next) = self.consumer.next().now_or_never() else {
+                    break;
+                };
+                batch.push(delivered(next)?);
+            }
+        }
+        if let Some(last) = batch.last() {
+            self.channel
+                .basic_ack(last.delivery_tag, BasicAckOptions { multiple: true })
+                .await?;
+        }
+        Ok(batch)
+    }
+}
+
+/// A consumer's next item as a delivery; a consumer that ended (its channel or queue went
+/// away) is an error like any other read the broker failed.
+fn delivered(item: Option<Result<Delivery, lapin::Error>>) -> Result<Delivery, lapin::Error> {
+    item.unwrap_or(Err(lapin::Error::from(
+        lapin::ErrorKind::InvalidChannelState(
+            lapin::ChannelState::Closed,
+            "the ledger's consumer ended",
+        ),
+    )))
 }
