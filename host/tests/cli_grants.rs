@@ -121,7 +121,10 @@ token = { env = "PROBE_TOKEN" }
         table.contains("https trusts the webpki roots and the CAs in secrets/ca.pem"),
         "{table}"
     );
-    let ca_body = ca_pem.lines().nth(1).expect("a line of the certificate's base64");
+    let ca_body = ca_pem
+        .lines()
+        .nth(1)
+        .expect("a line of the certificate's base64");
     assert!(
         !plugins.to_string().contains(ca_body) && !table.contains(ca_body),
         "the admin output shows the CA file's path, not its contents"

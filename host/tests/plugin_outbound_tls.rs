@@ -32,7 +32,11 @@ async fn https_to_a_server_signed_by_the_operators_ca_completes_the_job() {
     let seen = report(fetch(&probe, &format!("https://localhost:{port}/ok"), false).await);
     assert_eq!(seen["status"], 200);
     assert_eq!(seen["body"], "hello");
-    assert_eq!(server.requests(), 1, "the request went over TLS to the server");
+    assert_eq!(
+        server.requests(),
+        1,
+        "the request went over TLS to the server"
+    );
 }
 
 #[tokio::test]

@@ -36,7 +36,13 @@ async fn a_429_with_retry_after_brings_the_job_back_that_much_later_on_the_same_
     .expect("the test's grants are valid");
     let running = Running::start_granted(backend.clone(), "http-probe", grants).await;
     let url = server.url("/busy-once");
-    let job = publish(&backend, "probe.Fetch", "test.http_probe", json!({"url": url})).await;
+    let job = publish(
+        &backend,
+        "probe.Fetch",
+        "test.http_probe",
+        json!({"url": url}),
+    )
+    .await;
 
     let log = running.log.clone();
     eventually(
@@ -51,7 +57,9 @@ async fn a_429_with_retry_after_brings_the_job_back_that_much_later_on_the_same_
         "one job"
     );
     assert!(
-        calls[0].outcome.starts_with("job deferred for 2s: 429 from"),
+        calls[0]
+            .outcome
+            .starts_with("job deferred for 2s: 429 from"),
         "the 429 deferred the job: {}",
         calls[0].outcome
     );

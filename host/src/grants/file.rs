@@ -75,8 +75,10 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<Grants, GrantsError> {
         .map_err(|err| lines.error(err.span().unwrap_or(0..0), err.message()))?;
     let outbound = match document.outbound.ca_certificates {
         None => OutboundTrust::default(),
-        Some(path) => OutboundTrust::with_ca_file(path.get_ref(), &relative_to(file, path.get_ref()))
-            .map_err(|reason| lines.error(path.span(), reason))?,
+        Some(path) => {
+            OutboundTrust::with_ca_file(path.get_ref(), &relative_to(file, path.get_ref()))
+                .map_err(|reason| lines.error(path.span(), reason))?
+        }
     };
     let mut plugins = BTreeMap::new();
     for (name, section) in document.plugins {
@@ -333,9 +335,7 @@ mod tests {
             ),
             "the path is resolved relative to the grants file: {err}"
         );
-        assert!(
-            error("[outbound]\nca_file = \"x\"\n").contains("line 2: unknown field `ca_file`")
-        );
+        assert!(error("[outbound]\nca_file = \"x\"\n").contains("line 2: unknown field `ca_file`"));
     }
 
     #[test]

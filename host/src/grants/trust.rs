@@ -120,7 +120,10 @@ mod client {
         let mut roots = webpki_roots();
         for (n, certificate) in extra.into_iter().enumerate() {
             roots.add(certificate).map_err(|err| {
-                format!("holds a certificate that is not a usable CA (number {}): {err}", n + 1)
+                format!(
+                    "holds a certificate that is not a usable CA (number {}): {err}",
+                    n + 1
+                )
             })?;
         }
         Ok(config(roots))

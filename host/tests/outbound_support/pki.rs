@@ -27,7 +27,9 @@ impl Pki {
         let server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
             .expect("server parameters");
         let key = KeyPair::generate().expect("a server key");
-        let certificate = server.signed_by(&key, &ca).expect("the CA signs the server");
+        let certificate = server
+            .signed_by(&key, &ca)
+            .expect("the CA signs the server");
         Self {
             ca_pem: ca.pem(),
             server_chain: vec![certificate.der().clone()],
