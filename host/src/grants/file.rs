@@ -213,19 +213,27 @@ fn relative_to(grants_file: &Path, path: &str) -> PathBuf {
 
 /// A secret file's text without its final line break, at most [`SECRET_FILE_MAX`] bytes.
 fn read_secret_file(path: &Path) -> std::io::Result<String> {
-    use std::io::Read as _;
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(SECRET_FILE_MAX + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > SECRET_FILE_MAX {
-        return Err(std::io::Error::other(format!(
-            "larger than {SECRET_FILE_MAX} bytes"
-        )));
-    }
+    let mut text = String::from_utf8(read_bounded(path, SECRET_FILE_MAX)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))?;
     let kept = text.trim_end_matches(['\n', '\r']).len();
     text.truncate(kept);
     Ok(text)
+}
+
+/// The bytes of the file at `path`, refused when there are more than `max`: a file the
+/// grants name is read whole, so it is bounded before it is read.
+pub(super) fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::other(format!(
+            "it is larger than {max} bytes"
+        )));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -53,7 +53,8 @@ impl OutboundTrust {
     /// grants file; the error, never a certificate's contents, names `full`.
     pub(super) fn with_ca_file(as_written: &str, full: &Path) -> Result<Self, String> {
         let named = |reason: String| format!("ca_certificates: `{}` {reason}", full.display());
-        let pem = read_bounded(full).map_err(|err| named(format!("cannot be read: {err}")))?;
+        let pem = super::file::read_bounded(full, CA_FILE_MAX)
+            .map_err(|err| named(format!("cannot be read: {err}")))?;
         let certificates = CertificateDer::pem_slice_iter(&pem)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|err| named(format!("is not valid PEM: {err}")))?;
@@ -83,21 +84,6 @@ impl OutboundTrust {
     pub(crate) fn client_config(&self) -> &std::sync::Arc<tokio_rustls::rustls::ClientConfig> {
         &self.client
     }
-}
-
-/// The file's bytes, at most [`CA_FILE_MAX`] of them.
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(CA_FILE_MAX + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > CA_FILE_MAX {
-        return Err(std::io::Error::other(format!(
-            "it is larger than {CA_FILE_MAX} bytes"
-        )));
-    }
-    Ok(bytes)
 }
 
 /// rustls client configurations: ring, the safe default protocol versions, no client
@@ -150,54 +136,51 @@ mod client {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_file_without_a_certificate_is_refused_naming_the_file() {
+    /// The trust of a CA file holding `contents`, and the file's path as errors show it.
+    fn with_file(contents: &[u8]) -> (Result<OutboundTrust, String>, String) {
         let dir = tempfile::tempdir().expect("a temp dir");
         let file = dir.path().join("ca.pem");
-        std::fs::write(&file, "not a certificate\n").expect("write");
-        let err = OutboundTrust::with_ca_file("ca.pem", &file).expect_err("no certificate");
+        std::fs::write(&file, contents).expect("write");
+        (
+            OutboundTrust::with_ca_file("ca.pem", &file),
+            file.display().to_string(),
+        )
+    }
+
+    #[test]
+    fn a_file_without_a_certificate_is_refused_naming_the_file() {
+        let (trust, file) = with_file(b"not a certificate\n");
         assert_eq!(
-            err,
+            trust.expect_err("no certificate"),
             format!(
-                "ca_certificates: `{}` holds no certificate (no `-----BEGIN CERTIFICATE-----` block)",
-                file.display()
+                "ca_certificates: `{file}` holds no certificate (no `-----BEGIN CERTIFICATE-----` \
+                 block)"
             )
         );
     }
 
     #[test]
     fn a_missing_or_oversized_file_is_refused_naming_the_file() {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let missing = dir.path().join("missing.pem");
-        let err = OutboundTrust::with_ca_file("missing.pem", &missing).expect_err("missing");
+        let missing = Path::new("/nonexistent/jobhost-test/ca.pem");
+        let err = OutboundTrust::with_ca_file("ca.pem", missing).expect_err("missing");
         assert!(
-            err.starts_with(&format!(
-                "ca_certificates: `{}` cannot be read: ",
-                missing.display()
-            )),
+            err.starts_with("ca_certificates: `/nonexistent/jobhost-test/ca.pem` cannot be read: "),
             "{err}"
         );
-        let huge = dir.path().join("huge.pem");
-        std::fs::write(&huge, vec![b'-'; CA_FILE_MAX as usize + 1]).expect("write");
-        let err = OutboundTrust::with_ca_file("huge.pem", &huge).expect_err("too large");
+        let (trust, _) = with_file(&vec![b'-'; CA_FILE_MAX as usize + 1]);
+        let err = trust.expect_err("too large");
         assert!(err.ends_with("it is larger than 1048576 bytes"), "{err}");
     }
 
     #[cfg(feature = "tls")]
     #[test]
     fn a_pem_block_that_is_no_certificate_is_refused_with_the_tls_feature() {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let file = dir.path().join("ca.pem");
-        std::fs::write(
-            &file,
-            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-        )
-        .expect("write");
-        let err = OutboundTrust::with_ca_file("ca.pem", &file).expect_err("not a CA");
+        let (trust, file) =
+            with_file(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+        let err = trust.expect_err("not a CA");
         assert!(
             err.starts_with(&format!(
-                "ca_certificates: `{}` holds a certificate that is not a usable CA (number 1): ",
-                file.display()
+                "ca_certificates: `{file}` holds a certificate that is not a usable CA (number 1): "
             )),
             "{err}"
         );
