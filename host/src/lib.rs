@@ -24,7 +24,7 @@
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `tls` | off | `amqps://` to the broker (`--amqp-ca-file`, client certificates) and `https://` outbound requests of plugins, through rustls |
+//! | `tls` | on | `amqps://` to the broker (`--amqp-ca-file`, client certificates) and `https://` outbound requests of plugins (the webpki roots and `[outbound] ca_certificates` of `jobhost.toml`), through rustls |
 //! | `otlp` | off | OTLP/HTTP export of each job's span (`run --otlp-endpoint URL`, module `trace::otlp`) |
 //! | `testing` | off | the [`testing`] harness, for the tests of this workspace and of embedders |
 

@@ -4,6 +4,9 @@
 //! previous grants keep serving, and no log line shows a secret.
 
 mod cli_support;
+#[allow(dead_code, unreachable_pub)]
+#[path = "outbound_support/pki.rs"]
+mod pki;
 
 use std::path::Path;
 
@@ -49,9 +52,13 @@ fn secrets_reach_the_guest_and_appear_in_no_log_line_and_no_admin_output() {
     let dir = plugin_dir();
     std::fs::create_dir(dir.path().join("secrets")).expect("a secrets directory");
     std::fs::write(dir.path().join("secrets/probe.key"), FILE_SECRET).expect("the secret file");
+    let ca_pem = pki::Pki::new().ca_pem;
+    std::fs::write(dir.path().join("secrets/ca.pem"), &ca_pem).expect("the CA file");
     std::fs::write(
         dir.path().join("jobhost.toml"),
-        r#"[plugins.http-probe]
+        r#"[outbound]
+ca_certificates = "secrets/ca.pem"
+[plugins.http-probe]
 allowed_outbound_hosts = ["https://hooks.example.com"]
 max_concurrent_requests = 2
 [plugins.http-probe.config]
@@ -105,7 +112,23 @@ token = { env = "PROBE_TOKEN" }
             {"key": "token", "source": "env", "from": "PROBE_TOKEN"},
         ])
     );
+    assert_eq!(
+        grants["ca_certificates"], "secrets/ca.pem",
+        "the CA file is shown by its path as the file writes it"
+    );
     let table = stdout_of(&host.cli(&["plugins"]));
+    assert!(
+        table.contains("https trusts the webpki roots and the CAs in secrets/ca.pem"),
+        "{table}"
+    );
+    let ca_body = ca_pem
+        .lines()
+        .nth(1)
+        .expect("a line of the certificate's base64");
+    assert!(
+        !plugins.to_string().contains(ca_body) && !table.contains(ca_body),
+        "the admin output shows the CA file's path, not its contents"
+    );
     assert!(
         table.contains("Grants: outbound to https://hooks.example.com")
             && table

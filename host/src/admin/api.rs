@@ -59,7 +59,7 @@ impl PluginView {
         Self {
             grants: grants
                 .plugin(unit.name())
-                .map(|granted| GrantsView::from(&**granted)),
+                .map(|granted| GrantsView::new(granted, grants.outbound())),
             name: unit.name().to_owned(),
             version: unit.version().to_owned(),
             file: unit.key().to_owned(),

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::grants::{PluginGrants, Value};
+use crate::grants::{OutboundTrust, PluginGrants, Value};
 
 /// A plugin's grants from the grants file, in [`PluginView`](super::api::PluginView).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,6 +20,10 @@ pub struct GrantsView {
     pub config_keys: Vec<String>,
     /// Its secrets, by key and source; never their values.
     pub secrets: Vec<SecretView>,
+    /// The CA file its `https://` requests trust besides the webpki roots, as the grants
+    /// file writes it (`[outbound] ca_certificates`, for every plugin); never its contents.
+    #[serde(default)]
+    pub ca_certificates: Option<String>,
 }
 
 /// A secret's key and where its value comes from.
@@ -33,8 +37,9 @@ pub struct SecretView {
     pub from: String,
 }
 
-impl From<&PluginGrants> for GrantsView {
-    fn from(grants: &PluginGrants) -> Self {
+impl GrantsView {
+    /// What `grants` grants a plugin, whose `https://` requests trust `trust`.
+    pub fn new(grants: &PluginGrants, trust: &OutboundTrust) -> Self {
         let mut config_keys = Vec::new();
         let mut secrets = Vec::new();
         for (key, value) in &grants.values {
@@ -58,6 +63,7 @@ impl From<&PluginGrants> for GrantsView {
             request_timeout_ms: super::api::millis(grants.request_timeout),
             config_keys,
             secrets,
+            ca_certificates: trust.ca_certificates().map(str::to_owned),
         }
     }
 }

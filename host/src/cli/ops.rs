@@ -173,9 +173,13 @@ fn grants(grants: Option<&GrantsView>) -> String {
         .iter()
         .map(|s| format!("{} ({} {})", s.key, s.source, s.from))
         .collect();
+    let trust = match &grants.ca_certificates {
+        Some(file) => format!("the webpki roots and the CAs in {file}"),
+        None => "the webpki roots".to_owned(),
+    };
     format!(
         "Grants: outbound to {}\n        at most {} requests at once, {} bytes per response, \
-         {} per request\n        config keys: {}; secrets: {}",
+         {} per request\n        https trusts {trust}\n        config keys: {}; secrets: {}",
         list(grants.allowed_outbound_hosts.clone()),
         grants.max_concurrent_requests,
         grants.max_response_bytes,

@@ -10,6 +10,7 @@ use toml::Spanned;
 
 use super::origin::OriginPattern;
 use super::secret::{Secret, SecretSource};
+use super::trust::OutboundTrust;
 use super::{Grants, GrantsError, PluginGrants, Value};
 
 /// The most bytes a secret file may hold: a key or a token, not a data set.
@@ -19,7 +20,15 @@ const SECRET_FILE_MAX: u64 = 64 * 1024;
 #[serde(deny_unknown_fields)]
 struct Document {
     #[serde(default)]
+    outbound: OutboundSection,
+    #[serde(default)]
     plugins: BTreeMap<String, PluginSection>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutboundSection {
+    ca_certificates: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -64,6 +73,13 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<Grants, GrantsError> {
     let lines = Lines { file, text };
     let document: Document = toml::from_str(text)
         .map_err(|err| lines.error(err.span().unwrap_or(0..0), err.message()))?;
+    let outbound = match document.outbound.ca_certificates {
+        None => OutboundTrust::default(),
+        Some(path) => {
+            OutboundTrust::with_ca_file(path.get_ref(), &relative_to(file, path.get_ref()))
+                .map_err(|reason| lines.error(path.span(), reason))?
+        }
+    };
     let mut plugins = BTreeMap::new();
     for (name, section) in document.plugins {
         let grants = plugin(&lines, &name, section)?;
@@ -72,6 +88,7 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<Grants, GrantsError> {
     Ok(Grants {
         file: file.to_owned(),
         plugins,
+        outbound,
     })
 }
 
@@ -196,19 +213,27 @@ fn relative_to(grants_file: &Path, path: &str) -> PathBuf {
 
 /// A secret file's text without its final line break, at most [`SECRET_FILE_MAX`] bytes.
 fn read_secret_file(path: &Path) -> std::io::Result<String> {
-    use std::io::Read as _;
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(SECRET_FILE_MAX + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > SECRET_FILE_MAX {
-        return Err(std::io::Error::other(format!(
-            "larger than {SECRET_FILE_MAX} bytes"
-        )));
-    }
+    let mut text = String::from_utf8(read_bounded(path, SECRET_FILE_MAX)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))?;
     let kept = text.trim_end_matches(['\n', '\r']).len();
     text.truncate(kept);
     Ok(text)
+}
+
+/// The bytes of the file at `path`, refused when there are more than `max`: a file the
+/// grants name is read whole, so it is bounded before it is read.
+pub(super) fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::other(format!(
+            "it is larger than {max} bytes"
+        )));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -306,6 +331,19 @@ mod tests {
             error("[plugins.a]\nrequest_timeout = \"soon\"\n")
                 .contains("line 2: request_timeout `soon`")
         );
+    }
+
+    #[test]
+    fn a_ca_file_that_cannot_be_used_refuses_the_grants_file_with_its_line() {
+        let err = error("[plugins.a]\n[outbound]\nca_certificates = \"certs/none.pem\"\n");
+        assert!(
+            err.starts_with(
+                "`plugins/jobhost.toml` line 3: ca_certificates: `plugins/certs/none.pem` \
+                 cannot be read: "
+            ),
+            "the path is resolved relative to the grants file: {err}"
+        );
+        assert!(error("[outbound]\nca_file = \"x\"\n").contains("line 2: unknown field `ca_file`"));
     }
 
     #[test]

@@ -16,9 +16,14 @@
 //!   ([`Match::Explicit`]); every address a name resolves to is checked
 //!   ([`address::restricted`]).
 //! - Secret values are [`Secret`]s: no `Debug`, `Display`, error or admin page shows them.
+//! - `https://` requests trust the webpki roots and, host-wide, the CAs of
+//!   `[outbound] ca_certificates` ([`OutboundTrust`]), read with the file.
 //!
 //! # The file
 //! ```toml
+//! [outbound]
+//! ca_certificates = "certs/internal-ca.pem"   # PEM, relative to this file; optional
+//!
 //! [plugins.webhook]
 //! allowed_outbound_hosts = ["https://hooks.example.com", "http://127.0.0.1:7879"]
 //! max_concurrent_requests = 4     # default 4
@@ -34,6 +39,7 @@ pub mod address;
 mod file;
 mod origin;
 mod secret;
+mod trust;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,6 +52,7 @@ use crate::text::{self, NAME_MAX};
 
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
 pub use secret::{Secret, SecretSource};
+pub use trust::{CA_FILE_MAX, OutboundTrust};
 
 /// The name of the grants file in the plugin directory.
 pub const FILE_NAME: &str = "jobhost.toml";
@@ -195,6 +202,7 @@ impl PluginGrants {
 pub struct Grants {
     file: PathBuf,
     plugins: BTreeMap<String, Arc<PluginGrants>>,
+    outbound: OutboundTrust,
 }
 
 impl Grants {
@@ -203,6 +211,7 @@ impl Grants {
         Self {
             file: file.into(),
             plugins: BTreeMap::new(),
+            outbound: OutboundTrust::default(),
         }
     }
 
@@ -234,6 +243,11 @@ impl Grants {
         self.plugins
             .iter()
             .map(|(name, grants)| (name.as_str(), grants))
+    }
+
+    /// What `https://` requests of every plugin trust.
+    pub fn outbound(&self) -> &OutboundTrust {
+        &self.outbound
     }
 
     /// What `plugin` is granted, if the file has a section for it.

@@ -1,13 +1,15 @@
-//! Shared by the outbound HTTP tests: a local HTTP server started by the test, a listener
-//! that only records whether anything connected, and engines granting `http-probe` what a
-//! test's grants file says.
+//! Shared by the outbound HTTP tests: a local HTTP (or HTTPS) server started by the test,
+//! a listener that only records whether anything connected, and engines granting
+//! `http-probe` what a test's grants file says.
 
 #![allow(dead_code, unreachable_pub)] // each test crate uses a different subset
+
+pub mod pki;
 
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -32,12 +34,15 @@ pub const GIB: u64 = 1024 * 1024 * 1024;
 /// | path | answer |
 /// |---|---|
 /// | `/ok` | `200 hello` |
+/// | `/busy-once` | `429` with `Retry-After: 2` the first time, `200 hello` afterwards |
 /// | `/redirect?to=URL` | `302` to `URL` |
 /// | `/slow` | never answers |
 /// | `/too-many` | `429` with `Retry-After: 2` |
 /// | `/gib` | `200` and a body of 1 GiB, made as it is sent |
 /// | `/hold` | `200` after 300 ms, counting the requests it holds at once |
 pub struct Server {
+    /// `http` or `https`.
+    scheme: &'static str,
     pub addr: SocketAddr,
     requests: Arc<AtomicUsize>,
     held: Arc<Held>,
@@ -53,11 +58,34 @@ struct Held {
 
 impl Server {
     pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a local port");
+        Self::serve("http", listener).await
+    }
+
+    /// The same server over TLS, presenting `pki`'s server certificate.
+    pub async fn start_tls(pki: &pki::Pki) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a local port");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(pki.server_config()));
+        Self::serve("https", TlsListener { listener, acceptor }).await
+    }
+
+    async fn serve<L>(scheme: &'static str, listener: L) -> Self
+    where
+        L: axum::serve::Listener<Addr = SocketAddr>,
+    {
         let requests = Arc::new(AtomicUsize::new(0));
         let held = Arc::new(Held::default());
         let app = Router::new()
             .route("/hold", get(hold).with_state(Arc::clone(&held)))
             .route("/ok", get(|| async { "hello" }))
+            .route(
+                "/busy-once",
+                get(busy_once).with_state(Arc::new(AtomicBool::new(false))),
+            )
             .route("/redirect", get(redirect))
             .route("/slow", get(slow))
             .route("/too-many", get(too_many))
@@ -66,9 +94,6 @@ impl Server {
                 Arc::clone(&requests),
                 count,
             ));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a local port");
         let addr = listener.local_addr().expect("its address");
         let task = tokio::spawn(async move {
             axum::serve(listener, app)
@@ -76,6 +101,7 @@ impl Server {
                 .expect("the test server runs");
         });
         Self {
+            scheme,
             addr,
             requests,
             held,
@@ -83,14 +109,14 @@ impl Server {
         }
     }
 
-    /// `http://127.0.0.1:PORT` + `path`.
+    /// `http://127.0.0.1:PORT` (or `https://`) + `path`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}{path}", self.origin())
     }
 
     /// The grant naming this server's address.
     pub fn origin(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     pub fn requests(&self) -> usize {
@@ -138,6 +164,41 @@ async fn too_many() -> Response {
     let mut headers = HeaderMap::new();
     headers.insert(header::RETRY_AFTER, "2".parse().expect("a header value"));
     (StatusCode::TOO_MANY_REQUESTS, headers, "slow down").into_response()
+}
+
+async fn busy_once(State(answered): State<Arc<AtomicBool>>) -> Response {
+    if answered.swap(true, Ordering::SeqCst) {
+        "hello".into_response()
+    } else {
+        too_many().await
+    }
+}
+
+/// TCP connections that become TLS sessions before the server sees them; a handshake that
+/// fails (a client that does not trust the certificate) is dropped.
+struct TlsListener {
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((stream, addr)) = self.listener.accept().await else {
+                continue;
+            };
+            if let Ok(stream) = self.acceptor.accept(stream).await {
+                return (stream, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.listener.local_addr()
+    }
 }
 
 async fn gib() -> Response {

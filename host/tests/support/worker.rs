@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use jobhost::broker::{Backend, RabbitMqBackend};
 use jobhost::envelope::Envelope;
+use jobhost::grants::{FILE_NAME, Grants};
 use jobhost::plugin::{Engine, EngineConfig};
 use jobhost::testing::{InvocationLog, load_plugin};
 use jobhost::worker::{Plugins, Worker, WorkerConfig};
@@ -24,6 +25,15 @@ pub(crate) struct Running {
 
 impl Running {
     pub(crate) async fn start(backend: Arc<RabbitMqBackend>, fixture: &str) -> Self {
+        Self::start_granted(backend, fixture, Grants::none(FILE_NAME)).await
+    }
+
+    /// [`Running::start`], the plugin granted what `grants` says.
+    pub(crate) async fn start_granted(
+        backend: Arc<RabbitMqBackend>,
+        fixture: &str,
+        grants: Grants,
+    ) -> Self {
         let cache_dir =
             Some(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache"));
         let engine = Engine::new(EngineConfig {
@@ -31,6 +41,7 @@ impl Running {
             ..EngineConfig::default()
         })
         .expect("engine");
+        engine.grants().replace(grants);
         let log = InvocationLog::default();
         let unit = load_plugin(&engine, &jobhost_fixtures::wasm(fixture)).await;
         let unit = unit.map_handler(|handler| log.recording(handler));

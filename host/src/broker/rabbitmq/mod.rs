@@ -80,7 +80,7 @@ impl RabbitMqBackend {
     pub async fn connect(url: &str, options: RabbitMqOptions) -> Result<Self, BrokerError> {
         if url.contains("amqps://") && !cfg!(feature = "tls") {
             return Err(BrokerError::Connection(format!(
-                "`{}` needs TLS: build jobhost with the `tls` feature",
+                "`{}` needs TLS: build jobhost with its default feature `tls`",
                 Nodes::parse(url)?.shown_all()
             )));
         }

@@ -17,6 +17,10 @@
 //!   `request_timeout`, never past the job's deadline.
 //! - `wasi:http` follows no redirects: a guest that follows one sends a new request, which
 //!   is checked like any other.
+//! - `https://` (feature `tls`, on by default) trusts the webpki roots and the operator's
+//!   `[outbound] ca_certificates`, as the grants in force when the job started say. A
+//!   server certificate they refuse fails in the guest with
+//!   `error-code.TLS-certificate-error`, logged like a refusal with rustls' reason.
 
 mod send;
 #[cfg(feature = "tls")]
@@ -117,7 +121,27 @@ impl Refuser {
     fn restricted(&self, origin: &RequestOrigin, address: IpAddr, kind: &'static str) -> Error {
         self.error(&self.grants.restricted(&self.plugin, origin, address, kind))
     }
+
+    /// The server of `origin` presented a certificate the trust refuses, for `reason`.
+    #[cfg(feature = "tls")]
+    fn untrusted(&self, origin: &RequestOrigin, reason: &dyn std::fmt::Display) -> Error {
+        let (plugin, job_id) = (&*self.plugin, self.job_id);
+        let grants = self.grants.file().display();
+        if self.logged.swap(true, Ordering::Relaxed) {
+            tracing::debug!(plugin, %job_id, %origin, %reason, %grants, "{UNTRUSTED}");
+        } else {
+            tracing::warn!(plugin, %job_id, %origin, %reason, %grants, "{UNTRUSTED}");
+        }
+        Error::TlsCertificateError
+    }
 }
+
+/// The log line of a server certificate the trust refuses, with the way to trust a
+/// private CA.
+#[cfg(feature = "tls")]
+const UNTRUSTED: &str = "outbound TLS refused the server's certificate; if a private CA \
+                         signed it, name that CA's PEM file in [outbound] ca_certificates \
+                         of the grants file";
 
 type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type SendFuture =

@@ -61,7 +61,7 @@ pub(super) async fn send(
         }
     }
     let connect_by = sooner(options.and_then(|o| o.connect_timeout));
-    let stream = timeout_at(connect_by, connect(&addresses, &target.origin))
+    let stream = timeout_at(connect_by, connect(&addresses, &target))
         .await
         .map_err(|_| Error::ConnectionTimeout)??;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -121,14 +121,11 @@ async fn resolve(origin: &RequestOrigin) -> Result<Vec<SocketAddr>, Error> {
 }
 
 /// A connection to the first of the checked `addresses` that answers, in TLS for https.
-async fn connect(
-    addresses: &[SocketAddr],
-    origin: &RequestOrigin,
-) -> Result<Box<dyn Stream>, Error> {
+async fn connect(addresses: &[SocketAddr], target: &Target) -> Result<Box<dyn Stream>, Error> {
     let mut last = None;
     for address in addresses {
         match TcpStream::connect(address).await {
-            Ok(stream) => return secure(stream, origin).await,
+            Ok(stream) => return secure(stream, target).await,
             Err(err) => last = Some(err),
         }
     }
@@ -136,20 +133,21 @@ async fn connect(
 }
 
 #[cfg(feature = "tls")]
-async fn secure(stream: TcpStream, origin: &RequestOrigin) -> Result<Box<dyn Stream>, Error> {
-    match origin.scheme {
+async fn secure(stream: TcpStream, target: &Target) -> Result<Box<dyn Stream>, Error> {
+    match target.origin.scheme {
         Scheme::Http => Ok(Box::new(stream)),
-        Scheme::Https => Ok(Box::new(super::tls::connect(stream, &origin.host).await?)),
+        Scheme::Https => Ok(Box::new(super::tls::connect(stream, target).await?)),
     }
 }
 
 #[cfg(not(feature = "tls"))]
-async fn secure(stream: TcpStream, origin: &RequestOrigin) -> Result<Box<dyn Stream>, Error> {
-    match origin.scheme {
+async fn secure(stream: TcpStream, target: &Target) -> Result<Box<dyn Stream>, Error> {
+    match target.origin.scheme {
         Scheme::Http => Ok(Box::new(stream)),
         Scheme::Https => Err(Error::InternalError(Some(format!(
-            "outbound request to `{origin}` needs TLS, and this host was built without it: \
-             build jobhost with `--features tls`"
+            "outbound request to `{}` needs TLS, and this host was built without it: \
+             build jobhost with its default feature `tls`",
+            target.origin
         )))),
     }
 }

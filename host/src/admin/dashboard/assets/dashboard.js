@@ -245,7 +245,8 @@ function historyOf(file, reloads, now) {
 function grantsOf(grants) {
   if (!grants) return el("dd", { class: "muted" }, "none: no network, config or secrets (no section in the grants file)");
   const origins = grants.allowed_outbound_hosts.join(", ") || "no outbound requests";
-  const limits = `${grants.max_concurrent_requests} at once, ${bytes(grants.max_response_bytes)} per response, ${grants.request_timeout_ms / 1000} s per request`;
+  const limits = `${grants.max_concurrent_requests} at once, ${bytes(grants.max_response_bytes)} per response, ${grants.request_timeout_ms / 1000} s per request`
+    + (grants.ca_certificates ? `; https also trusts the CAs in ${grants.ca_certificates}` : "");
   const config = grants.config_keys.length ? `config: ${grants.config_keys.join(", ")}` : "no config";
   const secrets = grants.secrets.length
     ? `secrets: ${grants.secrets.map((s) => `${s.key} (${s.source} ${s.from})`).join(", ")}`
