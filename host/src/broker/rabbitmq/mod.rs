@@ -10,9 +10,11 @@
 //!
 //! Every publish is persistent, `mandatory`, goes to the default exchange and returns
 //! once confirmed; a nack is [`BrokerError::NotConfirmed`], an unroutable return
-//! [`BrokerError::Unroutable`]. Each publish has a confirm-mode channel to itself while
-//! it is in flight, so a return is never credited to another publish; publishes run
-//! concurrently over as many channels as [`RabbitMqOptions::publisher_channels`] allows.
+//! [`BrokerError::Unroutable`]. Publishes waiting at the same moment go out together,
+//! pipelined on one confirm-mode channel behind one confirm wait, and each caller gets
+//! its own message's outcome (a return is credited by its routing key and body, never by
+//! the confirmation lapin hands it to); batches run concurrently over as many channels as
+//! [`RabbitMqOptions::publisher_channels`] allows.
 //!
 //! A queue deleted behind the host's back is declared again: a publish returned as
 //! unroutable from a queue this backend declared (a work queue, its dead-letter queue, a
@@ -34,6 +36,7 @@
 
 mod acks;
 mod admin;
+mod batch;
 mod codec;
 mod consumer;
 mod depth;

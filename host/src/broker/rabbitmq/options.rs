@@ -91,10 +91,11 @@ impl RabbitMqOptions {
         self
     }
 
-    /// How many publishes may be in flight at once (at least 1). Each has a confirm-mode
-    /// channel to itself until its confirm arrives, so that a return is never credited to
-    /// another publish; channels are opened as needed and kept for reuse. The default
-    /// matches the worker's default concurrency, so a settling job never waits for one.
+    /// How many batches of publishes may be in flight at once (at least 1). A batch is
+    /// every publish waiting when a channel is free, pipelined on a confirm-mode channel of
+    /// its own until its confirms arrive; channels are opened as needed and kept for reuse.
+    /// While every channel is busy, publishes gather into the next batch, so a settling job
+    /// never waits for more than one confirm round trip before its publish goes out.
     pub fn publisher_channels(mut self, channels: usize) -> Self {
         self.publisher_channels = channels.max(1);
         self

@@ -4,17 +4,18 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jobhost_sdk::{QueueConfig, QueueType};
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::options::ConfirmSelectOptions;
 use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::types::FieldTable;
-use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use tokio::sync::Semaphore;
 
 use super::RabbitMqOptions;
+use super::batch::{self, Outbox};
 use super::codec::{
     dead_letter_queue_arguments, declare_options, hold_queue_arguments, work_queue_arguments,
 };
@@ -84,14 +85,14 @@ pub(super) struct Session {
     /// Which of the link's broker nodes it is connected to.
     pub(super) node: usize,
     connection: Connection,
-    /// Idle confirm-mode channels. Each carries one publish at a time, because lapin
-    /// credits a returned (unroutable) message to whichever confirmation of its channel
-    /// completes next, and completes a `multiple` ack's tags in hash-map order: with two
-    /// publishes outstanding on a channel, one's return could be credited to the other,
-    /// and a lost dead letter reported as published.
-    publishers: Mutex<Vec<Channel>>,
-    /// Bounds the publishes in flight, and so the publisher channels, per session.
-    publishing: Semaphore,
+    /// Publishes waiting for a batch (see `batch`).
+    outbox: Outbox,
+    /// Idle confirm-mode channels. Each carries one batch at a time and is kept only when
+    /// every confirm and return of its batch was accounted for, so the next batch starts
+    /// on a channel with nothing outstanding.
+    publishers: Arc<Mutex<Vec<Channel>>>,
+    /// Bounds the batches in flight, and so the publisher channels, per session.
+    publishing: Arc<Semaphore>,
     /// Idle channels for declarations: each declaration takes its own, because a
     /// refused one closes its channel, and nothing else must be on it then.
     spare: Mutex<Vec<Channel>>,
@@ -131,8 +132,9 @@ impl Session {
             generation,
             node,
             connection,
-            publishers: Mutex::new(Vec::new()),
-            publishing: Semaphore::new(options.publisher_channels),
+            outbox: Outbox::default(),
+            publishers: Arc::new(Mutex::new(Vec::new())),
+            publishing: Arc::new(Semaphore::new(options.publisher_channels)),
             spare: Mutex::new(Vec::new()),
             holds: Mutex::new(HashMap::new()),
         })
@@ -162,38 +164,49 @@ impl Session {
         }
     }
 
-    /// Publish to the default exchange, `mandatory`, and wait for the confirm, on a
-    /// publisher channel of its own (see [`Session::publishers`]).
+    /// Publish to the default exchange, `mandatory`, and wait for the confirm. The publish
+    /// goes out in a batch with whatever else waits to be published (see `batch`).
     pub(super) async fn publish(
         &self,
         routing_key: &str,
         body: &[u8],
         properties: BasicProperties,
     ) -> Result<(), Failure> {
-        let _slot = self
-            .publishing
-            .acquire()
+        let outcome = self.outbox.push(routing_key, body, properties);
+        // Publishes that are ready at the same moment (jobs of one prefetch window
+        // finishing together) join this one's batch.
+        tokio::task::yield_now().await;
+        self.send_waiting().await;
+        outcome.await.unwrap_or_else(|_| Err(batch::unanswered()))
+    }
+
+    /// Take a publishing slot and send everything waiting in the outbox as one batch,
+    /// unless another sender took it all first. The batch runs in a task of its own, which
+    /// answers every publish in it and keeps its slot until its confirms are in.
+    async fn send_waiting(&self) {
+        let slot = Arc::clone(&self.publishing)
+            .acquire_owned()
             .await
             .expect("the publishing semaphore is never closed");
-        let channel = self.idle_publisher().await.map_err(Failure::Lost)?;
-        let options = BasicPublishOptions {
-            mandatory: true,
-            ..BasicPublishOptions::default()
-        };
-        // Dropped without `release` (an error, or the caller giving up), the channel is
-        // closed rather than reused, because a confirm may still be outstanding on it.
-        let confirm = channel
-            .basic_publish("".into(), routing_key.into(), options, body, properties)
-            .await
-            .map_err(Failure::Lost)?;
-        let confirmation = confirm.await.map_err(Failure::Lost)?;
-        // A nacked channel is not reused: after a quorum queue's leader moved, RabbitMQ
-        // (seen on 3.10) can nack everything one channel sends to that queue, while a new
-        // channel publishes normally.
-        if !matches!(confirmation, Confirmation::Nack(_)) {
-            self.release_publisher(channel);
+        if self.outbox.is_empty() {
+            return;
         }
-        confirmed(routing_key, confirmation)
+        let channel = match self.idle_publisher().await {
+            Ok(channel) => channel,
+            Err(error) => return self.outbox.fail_all(&error),
+        };
+        let Some(batch) = self.outbox.take() else {
+            return self.release_publisher(channel);
+        };
+        let idle = Arc::clone(&self.publishers);
+        tokio::spawn(async move {
+            let _slot = slot;
+            // Dropped rather than kept (an error, a nack, an unaccounted return), the
+            // channel is closed, because something may still be outstanding on it.
+            if batch.send(&channel).await {
+                idle.lock().expect("publisher list poisoned").push(channel);
+            }
+        });
     }
 
     /// Declare a work queue and its dead-letter queue.
@@ -277,7 +290,7 @@ impl Session {
         }
     }
 
-    /// Keep a publisher channel whose publish is settled, with nothing outstanding on it.
+    /// Keep a publisher channel with nothing outstanding on it.
     fn release_publisher(&self, channel: Channel) {
         self.publishers
             .lock()
@@ -304,28 +317,6 @@ impl Session {
         if spare.len() < SPARE_CHANNELS {
             spare.push(channel);
         }
-    }
-}
-
-/// What a confirmation means for the publish it answers.
-fn confirmed(routing_key: &str, confirmation: Confirmation) -> Result<(), Failure> {
-    let queue = routing_key.to_owned();
-    match confirmation {
-        Confirmation::Ack(None) => Ok(()),
-        Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
-            Err(Failure::Final(BrokerError::Unroutable {
-                queue,
-                reason: format!("{} {}", returned.reply_code, returned.reply_text),
-            }))
-        }
-        Confirmation::Nack(None) => Err(Failure::Final(BrokerError::NotConfirmed {
-            queue,
-            reason: "the broker nacked it".to_owned(),
-        })),
-        Confirmation::NotRequested => Err(Failure::Final(BrokerError::NotConfirmed {
-            queue,
-            reason: "the channel was not in confirm mode".to_owned(),
-        })),
     }
 }
 
