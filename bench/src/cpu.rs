@@ -16,8 +16,18 @@ const TICKS_PER_S: u64 = 100;
 
 /// User plus system CPU time of this process so far, all threads included.
 pub(crate) fn process_cpu() -> anyhow::Result<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
-    parse_stat(&stat).with_context(|| format!("parsing /proc/self/stat: {stat:?}"))
+    read_stat("/proc/self/stat")
+}
+
+/// User plus system CPU time of process `pid` so far, all threads included (the black-box
+/// scenario's consumers run in processes of their own).
+pub(crate) fn cpu_of(pid: u32) -> anyhow::Result<Duration> {
+    read_stat(&format!("/proc/{pid}/stat"))
+}
+
+fn read_stat(path: &str) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    parse_stat(&stat).with_context(|| format!("parsing {path}: {stat:?}"))
 }
 
 /// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line. The command name (field

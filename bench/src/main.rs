@@ -10,6 +10,7 @@
 //! create queues named `bench-<run id>.*` and delete them afterwards.
 
 mod amqp;
+mod blackbox;
 mod cluster;
 mod cpu;
 mod http;
@@ -43,6 +44,10 @@ enum Command {
     /// Pre-published no-op jobs through the host, raw lapin and queuey, at prefetch 16 and
     /// 200: drain rate and CPU per job.
     Rabbitmq(Options),
+    /// Issue 13's table black-box: the `jobhost run` binary, queuey and raw lapin, each a
+    /// process of its own, draining pre-published no-op jobs at prefetch 200; drain rate
+    /// and the process's CPU per job.
+    Blackbox(Options),
     /// Jobs that fail once, through the host and queuey.
     Retries(Options),
     /// Time from an atomic rename into the plugin directory to the first job served.
@@ -57,6 +62,9 @@ enum Command {
     /// Internal: measure RSS in a fresh process and print it as JSON.
     #[command(hide = true)]
     RssProbe,
+    /// Internal: a `blackbox` reference consumer, in a process of its own.
+    #[command(hide = true)]
+    BlackboxConsumer(blackbox::ConsumerArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -120,9 +128,11 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let (options, scenarios): (Options, &[Scenario]) = match cli.command {
         Command::RssProbe => return resources::probe().await,
+        Command::BlackboxConsumer(args) => return blackbox::consume(args).await,
         Command::All(options) => (options, &Scenario::ALL),
         Command::Memory(options) => (options, &[Scenario::Memory]),
         Command::Rabbitmq(options) => (options, &[Scenario::Rabbitmq]),
+        Command::Blackbox(options) => (options, &[Scenario::Blackbox]),
         Command::Retries(options) => (options, &[Scenario::Retries]),
         Command::Reload(options) => (options, &[Scenario::Reload]),
         Command::Resources(options) => (options, &[Scenario::Resources]),
@@ -143,6 +153,7 @@ async fn main() -> anyhow::Result<()> {
 enum Scenario {
     Memory,
     Rabbitmq,
+    Blackbox,
     Retries,
     Reload,
     Resources,
@@ -151,9 +162,10 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 7] = [
         Self::Memory,
         Self::Rabbitmq,
+        Self::Blackbox,
         Self::Retries,
         Self::Reload,
         Self::Resources,
@@ -164,6 +176,7 @@ impl Scenario {
         match self {
             Self::Memory => memory::run(sizes).await,
             Self::Rabbitmq => rabbit::run(sizes).await,
+            Self::Blackbox => blackbox::run(sizes).await,
             Self::Retries => retries::run(sizes).await,
             Self::Reload => reload::run(sizes).await,
             Self::Resources => resources::run(sizes).await,

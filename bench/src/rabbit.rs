@@ -39,7 +39,7 @@ pub(crate) struct Drained {
 }
 
 impl Drained {
-    fn new(jobs: usize, spent: Spent, samples: Samples) -> Self {
+    pub(crate) fn new(jobs: usize, spent: Spent, samples: Samples) -> Self {
         Self {
             jobs_per_s: rate(jobs, spent.wall),
             cpu_per_job: spent.cpu / u32::try_from(jobs.max(1)).unwrap_or(u32::MAX),
@@ -201,7 +201,7 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
 
 /// What jobhost + wasm must reach at one prefetch: drain rate against raw lapin and
 /// against queuey, CPU per job against queuey.
-struct Targets {
+pub(crate) struct Targets {
     rate_vs_raw: Target,
     rate_vs_queuey: Target,
     cpu_vs_queuey: Option<Target>,
@@ -215,7 +215,7 @@ const NARROW_TARGETS: Targets = Targets {
 };
 
 /// Prefetch 200, issue 13's targets.
-const WIDE_TARGETS: Targets = Targets {
+pub(crate) const WIDE_TARGETS: Targets = Targets {
     rate_vs_raw: Target::RatioAtLeast(0.8),
     rate_vs_queuey: Target::RatioAtLeast(1.2),
     cpu_vs_queuey: Some(Target::CpuRatioAtMost(0.7)),
@@ -230,15 +230,21 @@ fn compare(prefetch: u16, rounds: [Rounds; 4], targets: &Targets) -> Vec<Row> {
             rounds.row(contender.label(prefetch))
         })
     };
-    vec![
-        raw.clone(),
-        queuey.clone(),
-        native.against(&raw, None),
-        wasm.clone().against(&raw, Some(targets.rate_vs_raw)),
-        wasm.clone().against(&queuey, Some(targets.rate_vs_queuey)),
-        wasm.cpu_against(&raw, None),
-        wasm.cpu_against(&queuey, targets.cpu_vs_queuey),
-    ]
+    let native = native.against(&raw, None);
+    let mut rows = versus(wasm, raw, queuey, targets);
+    rows.insert(2, native);
+    rows
+}
+
+/// The references, then jobhost's `ours` against each: drain rate, then CPU per job.
+pub(crate) fn versus(ours: Row, raw: Row, queuey: Row, targets: &Targets) -> Vec<Row> {
+    let compared = [
+        ours.clone().against(&raw, Some(targets.rate_vs_raw)),
+        ours.clone().against(&queuey, Some(targets.rate_vs_queuey)),
+        ours.cpu_against(&raw, None),
+        ours.cpu_against(&queuey, targets.cpu_vs_queuey),
+    ];
+    [raw, queuey].into_iter().chain(compared).collect()
 }
 
 fn median(values: &mut [f64]) -> Option<f64> {

@@ -1,0 +1,75 @@
+//! The reference consumers of the black-box scenario, each run by this binary in a child
+//! process of its own (the hidden `blackbox-consumer` subcommand), so that the CPU the
+//! parent reads from `/proc/<pid>/stat` is the consumer's alone.
+//!
+//! # Contract
+//! The child consumes `--jobs` no-op jobs from `--queue` at `--prefetch`, then prints
+//! [`DRAINED`] on a line of its own on stdout and waits to be killed (`SIGTERM`, whose
+//! default action ends it: nothing is left to settle). Errors go to stderr with a non-zero
+//! exit.
+
+use std::io::Write as _;
+use std::sync::Arc;
+
+use crate::amqp;
+use crate::peer::{self, PeerQueues, Tally};
+
+use super::DEADLINE;
+
+/// What a child prints once it has completed every job.
+pub(crate) const DRAINED: &str = "drained";
+
+/// A consumer this binary runs in a child process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Peer {
+    /// A lapin consume loop that acks each delivery: the broker's limit.
+    Raw,
+    /// A `queuey` 1.x worker with a native no-op handler.
+    Queuey,
+}
+
+/// The hidden subcommand's arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Args {
+    #[arg(long, value_enum)]
+    pub(crate) peer: Peer,
+    #[arg(long)]
+    pub(crate) queue: String,
+    #[arg(long)]
+    pub(crate) prefetch: u16,
+    #[arg(long)]
+    pub(crate) jobs: usize,
+    #[arg(long)]
+    pub(crate) amqp_url: String,
+}
+
+/// The child process: drain, say so, wait for the parent's `SIGTERM`.
+pub(crate) async fn consume(args: Args) -> anyhow::Result<()> {
+    // Kept until the process is killed: stopping the worker would cost CPU after the drain
+    // while the parent is still reading it.
+    let _worker = match args.peer {
+        Peer::Raw => {
+            let connection = amqp::connect(&args.amqp_url).await?;
+            amqp::consume_and_ack(&connection, &args.queue, args.prefetch, args.jobs).await?;
+            None
+        }
+        Peer::Queuey => {
+            // The retry queue is never declared: the worker consumes the no-op queue only.
+            peer::name_queues(&args.queue, &format!("{}.unused-retry", args.queue));
+            peer::set_noop_prefetch(args.prefetch);
+            let tally = Arc::new(Tally::default());
+            let connected = peer::connect(&args.amqp_url).await?;
+            let running = peer::Running::start(connected, PeerQueues::Noop, tally.clone()).await?;
+            peer::wait_for(&tally, args.jobs as u64, DEADLINE).await?;
+            Some(running)
+        }
+    };
+    announce()?;
+    std::future::pending().await
+}
+
+fn announce() -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{DRAINED}")?;
+    Ok(stdout.flush()?)
+}

@@ -1,0 +1,248 @@
+//! Issue 13's table measured black-box, as a user would: every consumer is a process of
+//! its own, and what it costs is that process's CPU.
+//!
+//! # Contenders, in this order in each round
+//! 1. Raw lapin consume + ack, prefetch 200 (this binary's hidden `blackbox-consumer`).
+//! 2. `queuey` 1.x's native no-op worker, prefetch 200 (the same subcommand).
+//! 3. The `jobhost run` binary of the same build profile, with the `noop-wide` fixture
+//!    alone in its plugin directory and its default settings. The host has no prefetch
+//!    flag: a queue's prefetch is its plugin's, and `noop-wide` is the no-op on queue
+//!    `bench.wide.noop` with prefetch 200.
+//!
+//! # Per contender and round
+//! 1. Delete `bench.wide.noop` (and its dead-letter and hold queues), declare it as the
+//!    fixture does, fill it with the round's no-op jobs through jobhost's publisher
+//!    (persistent, confirmed, pipelined), as the in-process `rabbitmq` scenario does.
+//! 2. Start the consumer, then measure it as [`process`] says: from its first delivery to
+//!    its last completion, wall clock and the process's CPU.
+//! 3. Stop it with `SIGTERM`.
+//!
+//! The queue's name is the fixture's, fixed: two runs of this scenario at once on one
+//! broker would share it. The queue is deleted at the end.
+
+mod consumer;
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::ValueEnum as _;
+use jobhost::broker::Backend as _;
+use jobhost::plugin::EngineConfig;
+use jobhost_sdk::QueueConfig;
+use tokio::process::Command;
+
+pub(crate) use consumer::{Args as ConsumerArgs, consume};
+
+use crate::Sizes;
+use crate::amqp;
+use crate::memory::noop_envelope;
+use crate::rabbit::{Drained, Rounds, WIDE_TARGETS, versus};
+use crate::report::{Report, Samples};
+use crate::units::{engine, load_fixture};
+use consumer::Peer;
+use process::{Consumer, Depth};
+
+/// The fixture `jobhost run` serves: the no-op on a queue with prefetch 200.
+const FIXTURE: &str = "noop-wide";
+
+/// How long one drain may take before the scenario is called stuck.
+const DEADLINE: Duration = Duration::from_secs(600);
+
+/// The three consumers, measured in this order in each round.
+#[derive(Debug, Clone, Copy)]
+enum Contender {
+    Peer(Peer),
+    Jobhost,
+}
+
+impl Contender {
+    const ALL: [Self; 3] = [
+        Self::Peer(Peer::Raw),
+        Self::Peer(Peer::Queuey),
+        Self::Jobhost,
+    ];
+
+    fn label(self, prefetch: u16) -> String {
+        let who = match self {
+            Self::Peer(Peer::Raw) => "raw lapin consume+ack (process)",
+            Self::Peer(Peer::Queuey) => "queuey 1.x native no-op (process)",
+            Self::Jobhost => "`jobhost run` + wasm no-op, defaults",
+        };
+        format!("blackbox p{prefetch}: {who}")
+    }
+}
+
+/// What every drain shares.
+struct Bench {
+    url: String,
+    connection: lapin::Connection,
+    backend: std::sync::Arc<jobhost::broker::RabbitMqBackend>,
+    queue: QueueConfig,
+    depth: Depth,
+    host: Host,
+}
+
+impl Bench {
+    /// Refill the queue with `jobs` jobs, drain it with `contender`, stop it.
+    async fn drain(&self, contender: Contender, jobs: usize) -> anyhow::Result<Drained> {
+        amqp::delete(&self.connection, &self.queue.name).await?;
+        self.backend.declare(&self.queue).await?;
+        amqp::fill(
+            &self.backend,
+            (0..jobs).map(|_| noop_envelope(&self.queue.name)),
+        )
+        .await?;
+        let mut consumer = match contender {
+            Contender::Peer(peer) => Consumer::spawn(self.peer_command(peer, jobs)?, None, None)?,
+            Contender::Jobhost => self.host.spawn(&self.url)?,
+        };
+        let spent = consumer
+            .measure(&self.depth, &self.queue.name, jobs)
+            .await
+            .with_context(|| format!("measuring {contender:?}"))?;
+        consumer
+            .stop(matches!(contender, Contender::Jobhost))
+            .await
+            .with_context(|| format!("stopping {contender:?}"))?;
+        Ok(Drained::new(jobs, spent, Samples::default()))
+    }
+
+    /// This binary's hidden subcommand running `peer` on the queue.
+    fn peer_command(&self, peer: Peer, jobs: usize) -> anyhow::Result<Command> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .arg("blackbox-consumer")
+            .args([
+                "--peer",
+                peer.to_possible_value()
+                    .expect("no variant is skipped")
+                    .get_name(),
+            ])
+            .args(["--queue", &self.queue.name])
+            .args(["--prefetch", &self.queue.prefetch.to_string()])
+            .args(["--jobs", &jobs.to_string()])
+            .args(["--amqp-url", &self.url]);
+        Ok(command)
+    }
+}
+
+/// `jobhost run` and the directory it runs in: the plugin directory holding the fixture,
+/// the compile cache, the admin token and the log.
+struct Host {
+    binary: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn new(binary: PathBuf) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir(&plugins)?;
+        std::fs::copy(
+            jobhost_fixtures::wasm(FIXTURE),
+            plugins.join(format!("{FIXTURE}.wasm")),
+        )?;
+        Ok(Self { binary, dir })
+    }
+
+    /// `jobhost run` with its defaults, but for where its files go and its admin port,
+    /// which must not collide with a host already running on this machine.
+    fn spawn(&self, url: &str) -> anyhow::Result<Consumer> {
+        let admin = free_port()?;
+        let at = |name: &str| self.dir.path().join(name);
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("run")
+            .arg("--plugins")
+            .arg(at("plugins"))
+            .args(["--amqp", url])
+            .args(["--admin", &admin.to_string()])
+            .arg("--admin-token-file")
+            .arg(at("admin.token"))
+            .arg("--cache-dir")
+            .arg(at("cache"))
+            // The host's default log filter, whatever the bench's caller set.
+            .env_remove("RUST_LOG");
+        Consumer::spawn(command, Some(admin), Some(at("jobhost.log")))
+    }
+}
+
+/// A loopback address whose port was free a moment ago.
+fn free_port() -> anyhow::Result<std::net::SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+/// The `jobhost` binary next to this one, built first by cargo with this binary's profile
+/// so it is current; `JOBHOST_BIN` names another.
+fn jobhost_binary() -> anyhow::Result<PathBuf> {
+    if let Some(binary) = std::env::var_os("JOBHOST_BIN") {
+        return Ok(binary.into());
+    }
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("the bench's binary has a directory")?;
+    let mut build = std::process::Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()));
+    build
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .args(["build", "--quiet", "-p", "jobhost", "--bin", "jobhost"]);
+    if dir.file_name().is_some_and(|name| name == "release") {
+        build.arg("--release");
+    }
+    let built = build.status().context("running cargo to build `jobhost`")?;
+    anyhow::ensure!(built.success(), "building `jobhost` failed: {build:?}");
+    let binary = dir.join("jobhost");
+    anyhow::ensure!(
+        binary.exists(),
+        "cargo built `jobhost`, but not at `{}`; set JOBHOST_BIN",
+        binary.display()
+    );
+    Ok(binary)
+}
+
+pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
+    let url = &sizes.amqp_url;
+    let jobs = sizes.rabbit_jobs;
+    let binary = tokio::task::spawn_blocking(jobhost_binary).await??;
+    let plugin = load_fixture(&engine(EngineConfig::default())?, FIXTURE).await?;
+    let queue = plugin.manifest().queues[0].clone();
+    let connection = amqp::connect(url)
+        .await
+        .with_context(|| format!("connecting to RabbitMQ at `{url}` (set AMQP_URL)"))?;
+    let bench = Bench {
+        url: url.clone(),
+        depth: Depth::open(&connection).await?,
+        connection,
+        backend: amqp::jobhost_backend(url).await?,
+        queue,
+        host: Host::new(binary.clone())?,
+    };
+    // Rounds interleave the contenders, so that load from elsewhere on the machine does
+    // not land on one of them only; each row is the median round.
+    let mut rounds: [Rounds; 3] = Default::default();
+    for _ in 0..sizes.rounds {
+        for (rounds, contender) in rounds.iter_mut().zip(Contender::ALL) {
+            rounds.push(bench.drain(contender, jobs).await?);
+        }
+    }
+    amqp::delete(&bench.connection, &bench.queue.name).await?;
+    bench.backend.close().await;
+
+    let prefetch = bench.queue.prefetch;
+    let row = |rounds: Rounds, contender: Contender| rounds.row(contender.label(prefetch));
+    let [raw, queuey, host] = rounds;
+    let [raw, queuey, host] = [
+        row(raw, Contender::ALL[0]),
+        row(queuey, Contender::ALL[1]),
+        row(host, Contender::ALL[2]),
+    ];
+    Ok(Report {
+        rows: versus(host, raw, queuey, &WIDE_TARGETS),
+        details: vec![format!(
+            "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{FIXTURE}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
+            queue = bench.queue.name,
+            rounds = sizes.rounds,
+            binary = binary.display(),
+        )],
+    })
+}
