@@ -198,13 +198,25 @@ async fn wait_for_every_outcome(
             for queue in [WORK, DONE, records.as_str(), refused.as_str()] {
                 depths.push(format!("{queue} {}", depth.ready_of(queue).await));
             }
+            let mut others = BTreeMap::<String, usize>::new();
+            for letter in dead
+                .iter()
+                .filter(|d| ledger_id(&d.body).is_none_or(|id| !dies.contains(&id)))
+            {
+                let reason: String = letter.reason.chars().take(160).collect();
+                *others.entry(reason).or_default() += 1;
+            }
             panic!(
                 "within {limit:?}: {completed} of {} jobs completed, {} of {} dead-lettered; \
-                 ready: {}; the host's log ends with:\n{}",
+                 ready: {}; dead letters the policy did not cause: {others:?}; the host's \
+                 last warnings:\n{}\nits log ends with:\n{}",
                 completes.len(),
                 dies.intersection(&dead_ids).count(),
                 dies.len(),
                 depths.join(", "),
+                host.last_matching(30, |l| {
+                    (l.contains("WARN") || l.contains("ERROR")) && !l.contains("ledger record")
+                }),
                 host.tail()
             );
         }

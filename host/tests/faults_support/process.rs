@@ -132,6 +132,17 @@ impl HostProcess {
     }
 
     /// The host's last 40 log lines.
+    /// The last `count` lines that `wanted` picks, joined.
+    pub(crate) fn last_matching(&self, count: usize, wanted: impl Fn(&str) -> bool) -> String {
+        let lines = self.lines.lock().expect("the log lock");
+        let picked: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| wanted(l))
+            .collect();
+        picked[picked.len().saturating_sub(count)..].join("\n")
+    }
+
     pub(crate) fn tail(&self) -> String {
         let lines = self.lines.lock().expect("the log lock");
         let start = lines.len().saturating_sub(40);
