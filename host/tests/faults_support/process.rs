@@ -133,6 +133,7 @@ impl HostProcess {
 
     /// The host's last 40 log lines.
     /// The last `count` lines that `wanted` picks, joined.
+    #[allow(dead_code)] // used by the cluster scenario, not by the fault suite
     pub(crate) fn last_matching(&self, count: usize, wanted: impl Fn(&str) -> bool) -> String {
         let lines = self.lines.lock().expect("the log lock");
         let picked: Vec<&str> = lines
