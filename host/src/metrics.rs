@@ -19,6 +19,7 @@
 //! | `jobhost_plugin_loads_total` | counter | `outcome` (`loaded`, `replaced`, `refused`) |
 //! | `jobhost_instances_in_use` | gauge | none: pool slots holding a job's or a load's instance |
 //! | `jobhost_hold_queue_messages` | gauge | `queue`: messages in the work queue's hold queues, set by the admin API at each scrape |
+//! | `jobhost_hold_overdue_released_total` | counter | `queue`: held messages the broker kept past their delay, which the host released itself (RabbitMQ) |
 //!
 //! # Bounded labels
 //! `queue` is a queue the worker consumes, which a loaded manifest declared. `job_type` is
@@ -87,6 +88,7 @@ struct Inner {
     plugin_loads: Family<LoadLabels, Counter>,
     reconnects: Counter,
     hold_messages: Family<QueueLabels, Gauge>,
+    overdue_released: Family<QueueLabels, Counter>,
     pool: Arc<InstancePool>,
     activity: Activity,
 }
@@ -106,6 +108,7 @@ impl Default for Inner {
             plugin_loads: Family::default(),
             reconnects: Counter::default(),
             hold_messages: Family::default(),
+            overdue_released: Family::default(),
             pool: Arc::default(),
             activity: Activity::default(),
         };
@@ -133,6 +136,7 @@ impl Inner {
             plugin_loads: "jobhost_plugin_loads", "Plugin files loaded, replaced or refused";
             reconnects: "jobhost_broker_reconnects", "New broker connections after a lost one";
             hold_messages: "jobhost_hold_queue_messages", "Messages waiting in the hold queues of a work queue (retries and deferrals), as the broker counted them at the scrape";
+            overdue_released: "jobhost_hold_overdue_released", "Held messages the broker kept past their delay, which the host took out of the hold queue and released onto the work queue itself, by work queue";
         }
         self.registry
             .register_collector(Box::new(self.pool.clone()));
@@ -249,6 +253,18 @@ impl Metrics {
     /// The broker connection was lost and a new one is up.
     pub(crate) fn reconnected(&self) {
         self.inner.reconnects.inc();
+    }
+
+    /// The host released `count` messages that a hold queue of `queue` kept past their
+    /// delay onto `queue` itself.
+    pub(crate) fn released_overdue(&self, queue: &str, count: u64) {
+        let labels = QueueLabels {
+            queue: queue.into(),
+        };
+        self.inner
+            .overdue_released
+            .get_or_create(&labels)
+            .inc_by(count);
     }
 
     /// A plugin file was loaded, replaced its previous version, or was refused.

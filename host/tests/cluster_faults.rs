@@ -347,6 +347,7 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
     )
     .await;
     let b_completed = host_b.completions();
+    let released = host_a.released_overdue() + host_b.released_overdue();
 
     let row = row(&ledger, &ids, &completes, &dead, &faults);
     let table = Table(vec![row]);
@@ -355,6 +356,10 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
     println!(
         "host A completed {a_completed}+ jobs before its kill, host B {b_completed}+ (from their \
          10 s summaries)"
+    );
+    println!(
+        "held messages the broker kept past their delay, released by the hosts' sweepers: \
+         {released}"
     );
 
     let dead_ids: HashSet<u64> = dead.iter().filter_map(|d| ledger_id(&d.body)).collect();

@@ -85,12 +85,24 @@ impl HostProcess {
     // Read by `cluster_faults.rs`, which shares this file; the fault suite has no use for it.
     #[allow(dead_code)]
     pub(crate) fn completions(&self) -> u64 {
+        self.sum_of("jobs settled since the last summary", "completed=")
+    }
+
+    /// How many held messages the host released itself because the broker kept them past
+    /// their delay (the hold-queue sweeper's warnings).
+    #[allow(dead_code)] // used by the cluster scenario, not by the fault suite
+    pub(crate) fn released_overdue(&self) -> u64 {
+        self.sum_of("past their delay", "released=")
+    }
+
+    /// The sum of the numbers after `field` in the lines that contain `marker`.
+    fn sum_of(&self, marker: &str, field: &str) -> u64 {
         let lines = self.lines.lock().expect("the log lock");
         lines
             .iter()
-            .filter(|l| l.contains("jobs settled since the last summary"))
+            .filter(|l| l.contains(marker))
             .filter_map(|l| {
-                let (_, after) = l.split_once("completed=")?;
+                let (_, after) = l.split_once(field)?;
                 after.split_whitespace().next()?.parse::<u64>().ok()
             })
             .sum()
@@ -131,7 +143,6 @@ impl HostProcess {
         }
     }
 
-    /// The host's last 40 log lines.
     /// The last `count` lines that `wanted` picks, joined.
     #[allow(dead_code)] // used by the cluster scenario, not by the fault suite
     pub(crate) fn last_matching(&self, count: usize, wanted: impl Fn(&str) -> bool) -> String {
@@ -144,6 +155,7 @@ impl HostProcess {
         picked[picked.len().saturating_sub(count)..].join("\n")
     }
 
+    /// The host's last 40 log lines.
     pub(crate) fn tail(&self) -> String {
         let lines = self.lines.lock().expect("the log lock");
         let start = lines.len().saturating_sub(40);

@@ -5,6 +5,8 @@
 //! `x-attempts` as unsigned 32-bit integers, TTLs as 64-bit integers, the priority
 //! limit as an unsigned byte), so queuey workers and operators' scripts read ours.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use jobhost_sdk::{QueueConfig, QueueType};
 use lapin::BasicProperties;
 use lapin::options::QueueDeclareOptions;
@@ -42,6 +44,16 @@ pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
         .with_type(short(&envelope.job_type))
         .with_priority(envelope.priority)
         .with_headers(headers)
+}
+
+/// The properties of a job message going into a hold queue: a job's, stamped with when it
+/// went in (`timestamp`, seconds since the Unix epoch), so that a message the broker keeps
+/// past its delay can be told from one still waiting (see `sweep`).
+pub(super) fn held_properties(envelope: &Envelope, now: SystemTime) -> BasicProperties {
+    let seconds = now
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    job_properties(envelope).with_timestamp(seconds)
 }
 
 /// The properties of a dead letter: persistent, with why and where from. The body is
@@ -287,6 +299,21 @@ mod tests {
         assert_eq!(*properties.priority(), Some(7));
         assert_eq!(u32_header(&properties, HEADER_ATTEMPT), Some(3));
         assert_eq!(u32_header(&properties, HEADER_DEFERRALS), Some(1));
+    }
+
+    #[test]
+    fn a_held_job_is_a_job_stamped_with_the_second_it_went_in() {
+        let envelope = envelope();
+        let now = UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_900);
+        let held = held_properties(&envelope, now);
+        assert_eq!(*held.timestamp(), Some(1_700_000_000));
+        assert_eq!(held.message_id(), job_properties(&envelope).message_id());
+        assert_eq!(u32_header(&held, HEADER_ATTEMPT), Some(3));
+        assert_eq!(
+            *job_properties(&envelope).timestamp(),
+            None,
+            "only held jobs carry it"
+        );
     }
 
     #[test]

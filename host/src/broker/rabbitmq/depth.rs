@@ -26,11 +26,12 @@ pub(super) const MAX_HOLD_QUEUES: usize = 64;
 
 /// The hold queues published into through a backend, per work queue, with when each was
 /// last published into; one unused for longer than its `x-expires` is gone and forgotten.
+/// The depth counts them and the sweeper (`sweep`) looks after them.
 #[derive(Debug, Default)]
 pub(super) struct HoldQueues(Mutex<HashMap<String, Used>>);
 
-/// Hold queue names, each with its `x-expires` and when it was last published into.
-type Used = HashMap<String, (Duration, Instant)>;
+/// Hold queues by name, each with when it was last published into.
+type Used = HashMap<String, (HoldQueue, Instant)>;
 
 impl HoldQueues {
     /// `hold`, in front of `queue`, was published into now.
@@ -38,7 +39,7 @@ impl HoldQueues {
         let now = Instant::now();
         let mut all = self.0.lock().expect("hold queue list poisoned");
         let holds = all.entry(queue.to_owned()).or_default();
-        holds.retain(|_, (expires, used)| now.duration_since(*used) < *expires);
+        holds.retain(|_, (hold, used)| alive(hold, *used, now));
         if holds.len() >= MAX_HOLD_QUEUES && !holds.contains_key(&hold.name) {
             let oldest = holds
                 .iter()
@@ -48,26 +49,37 @@ impl HoldQueues {
                 holds.remove(&oldest);
             }
         }
-        let expires = Duration::from_millis(hold.expires_ms());
-        holds.insert(hold.name.clone(), (expires, now));
+        holds.insert(hold.name.clone(), (hold.clone(), now));
     }
 
     /// The names of `queue`'s hold queues that may still exist.
     fn of(&self, queue: &str) -> Vec<String> {
-        let now = Instant::now();
-        self.0
-            .lock()
-            .expect("hold queue list poisoned")
-            .get(queue)
-            .map(|holds| {
-                holds
-                    .iter()
-                    .filter(|(_, (expires, used))| now.duration_since(*used) < *expires)
-                    .map(|(name, _)| name.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.live()
+            .into_iter()
+            .filter(|(work, _)| work == queue)
+            .map(|(_, hold)| hold.name)
+            .collect()
     }
+
+    /// Every hold queue that may still exist, with the work queue it releases onto.
+    pub(super) fn live(&self) -> Vec<(String, HoldQueue)> {
+        let now = Instant::now();
+        let all = self.0.lock().expect("hold queue list poisoned");
+        all.iter()
+            .flat_map(|(queue, holds)| {
+                holds
+                    .values()
+                    .filter(move |(hold, used)| alive(hold, *used, now))
+                    .map(move |(hold, _)| (queue.clone(), hold.clone()))
+            })
+            .collect()
+    }
+}
+
+/// Whether `hold`, last published into at `used`, may still exist at `now`: the broker
+/// deletes it once unused for its `x-expires`.
+fn alive(hold: &HoldQueue, used: Instant, now: Instant) -> bool {
+    now.duration_since(used) < Duration::from_millis(hold.expires_ms())
 }
 
 impl RabbitMqBackend {

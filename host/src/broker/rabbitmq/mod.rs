@@ -32,6 +32,13 @@
 //! the same backoff, topology re-declaration and confirm-before-ack as a reconnect to the
 //! same node.
 //!
+//! Hold queues the broker does not empty: every
+//! [`RabbitMqOptions::hold_sweep_interval`] a sweeper task looks at the head of each hold
+//! queue this backend published into, and releases onto the work queue itself what the
+//! broker kept for longer than its delay plus a grace (`sweep` has the contract), because
+//! RabbitMQ 3.10 can stop expiring a quorum queue's messages after its leader moved.
+//! Held messages carry a `timestamp` for it.
+//!
 //! Credentials never reach logs or errors: the URL is shown with its password masked.
 
 mod acks;
@@ -44,9 +51,11 @@ mod link;
 mod nodes;
 mod options;
 mod session;
+mod sweep;
 mod url;
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use jobhost_sdk::QueueConfig;
 use tokio::task::JoinHandle;
@@ -61,7 +70,7 @@ use super::hold::check_queue_name;
 use super::{Backend, BrokerError, DeadLetterOut, HoldQueue, dead_letter_queue_name};
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
-use codec::{dead_letter_properties, job_properties};
+use codec::{dead_letter_properties, held_properties, job_properties};
 
 /// A RabbitMQ broker. Dropping it (or [`close`](Self::close)) stops its consumers and
 /// closes the connection.
@@ -69,6 +78,7 @@ use codec::{dead_letter_properties, job_properties};
 pub struct RabbitMqBackend {
     link: Arc<Link>,
     supervisor: JoinHandle<()>,
+    sweeper: JoinHandle<()>,
 }
 
 impl RabbitMqBackend {
@@ -89,7 +99,12 @@ impl RabbitMqBackend {
         }
         let link = Link::connect(Nodes::parse(url)?, options).await?;
         let supervisor = tokio::spawn(Arc::clone(&link).supervise());
-        Ok(Self { link, supervisor })
+        let sweeper = tokio::spawn(sweep::sweep(Arc::clone(&link)));
+        Ok(Self {
+            link,
+            supervisor,
+            sweeper,
+        })
     }
 
     /// Close the connection; consumers end and further calls fail with
@@ -143,6 +158,7 @@ impl Drop for RabbitMqBackend {
     /// than left to the last handle.
     fn drop(&mut self) {
         self.supervisor.abort();
+        self.sweeper.abort();
         if let Some(session) = self.link.shut()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
@@ -174,12 +190,13 @@ impl Backend for RabbitMqBackend {
     ) -> Result<(), BrokerError> {
         check_queue_name(&envelope.queue)?;
         let body = envelope.encode();
-        let properties = job_properties(envelope);
         let Some(delay) = delay else {
+            let properties = job_properties(envelope);
             return self
                 .publish_redeclaring(&envelope.queue, &envelope.queue, &body, properties)
                 .await;
         };
+        let properties = held_properties(envelope, SystemTime::now());
         let hold = HoldQueue::for_delay(&envelope.queue, delay);
         let config = self
             .link

@@ -18,6 +18,7 @@ use crate::metrics::Metrics;
 /// | [`trust_certificates`](Self::trust_certificates) | the public roots only |
 /// | [`metrics`](Self::metrics) | fresh ones nobody scrapes |
 /// | [`client_certificate`](Self::client_certificate) | none |
+/// | [`hold_sweep_interval`](Self::hold_sweep_interval) | 10 s |
 #[derive(Debug, Clone)]
 pub struct RabbitMqOptions {
     pub(super) connection_name: String,
@@ -27,6 +28,7 @@ pub struct RabbitMqOptions {
     pub(super) password: Option<Secret>,
     pub(super) tls: TlsFiles,
     pub(super) metrics: Metrics,
+    pub(super) hold_sweep_interval: Duration,
 }
 
 /// A value that never shows in `Debug` output.
@@ -58,6 +60,7 @@ impl Default for RabbitMqOptions {
             password: None,
             tls: TlsFiles::default(),
             metrics: Metrics::default(),
+            hold_sweep_interval: Duration::from_secs(10),
         }
     }
 }
@@ -82,6 +85,15 @@ impl RabbitMqOptions {
     /// bound keeps a worker from hanging on a broker that is gone for good.
     pub fn outage_timeout(mut self, timeout: Duration) -> Self {
         self.outage_timeout = timeout;
+        self
+    }
+
+    /// How often the host looks for messages that a hold queue kept past their delay and
+    /// releases them onto their work queue itself (see the backend's module doc). Each
+    /// look costs one `basic.get` per hold queue in use.
+    pub fn hold_sweep_interval(mut self, interval: Duration) -> Self {
+        // Bounded below, because a zero interval would make the sweeper spin.
+        self.hold_sweep_interval = interval.max(Duration::from_millis(10));
         self
     }
 

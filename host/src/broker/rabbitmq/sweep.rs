@@ -1,0 +1,383 @@
+//! The hold-queue sweeper: releases what a hold queue keeps past its delay.
+//!
+//! A hold queue should release each message onto its work queue when the message's TTL
+//! runs out. RabbitMQ does not always do that. On 3.10, a quorum hold queue whose leader
+//! had moved twice stopped expiring messages altogether (seen in the cluster scenario
+//! here; rabbitmq-server#10718 reports the same). A classic queue without consumers can
+//! expire late (rabbitmq-server#10692). A retry or a deferral must not wait for ever on
+//! that, so every backend runs a sweeper.
+//!
+//! Contract:
+//! - every [`hold_sweep_interval`](super::RabbitMqOptions::hold_sweep_interval), for each
+//!   hold queue this backend published into, the sweeper takes the head with `basic.get`.
+//!   A queue is swept until a sweep finds it empty or gone, also when nothing is published
+//!   into it any more;
+//! - a head held for longer than its delay plus [`OVERDUE_GRACE`] is published to its work
+//!   queue (mandatory, confirmed) and only then acked, so it may arrive twice but is never
+//!   lost. The next head is looked at in the same way, up to [`MAX_RELEASED`] per queue
+//!   and sweep;
+//! - a head that is not overdue is handed back (`basic.nack` with requeue), which leaves it
+//!   at the head with its expiry unchanged, and that queue's sweep ends. A hold queue is
+//!   first in, first out with one TTL, so nothing behind the head is due sooner;
+//! - how long a head has been held comes from its `timestamp`, which the backend stamps on
+//!   every message it holds. A head without one (queuey's), or with one in the future,
+//!   counts as held since this sweeper first saw it at the head;
+//! - the grace is far above the broker's own lateness, so a healthy hold queue releases
+//!   everything itself and a sweep costs one get and one nack per queue. Hosts' clocks
+//!   should agree to within the grace, or a message may be released early by the
+//!   difference;
+//! - a failure (connection lost, queue gone, a publish refused) ends that queue's sweep.
+//!   A head taken and not yet acked goes back to the queue, and the next sweep tries again.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
+use lapin::{BasicProperties, Channel};
+
+use super::link::Link;
+use super::session::{Failure, Session};
+use crate::broker::HoldQueue;
+
+/// How much longer than its delay a message must have been held before the sweeper
+/// releases it: well above the broker's own lateness under load, so the sweeper never
+/// races a healthy hold queue, and above the second the `timestamp` rounds away.
+pub(super) const OVERDUE_GRACE: Duration = Duration::from_secs(5);
+
+/// The most messages one sweep releases from one hold queue, so one stuck queue with a
+/// long backlog does not keep the others waiting for their sweep.
+pub(super) const MAX_RELEASED: usize = 10_000;
+
+/// The header a quorum queue adds to a message it hands out again; it counts the
+/// sweeper's looks, not the job's attempts, so it does not travel on.
+const DELIVERY_COUNT: &str = "x-delivery-count";
+
+/// Sweep the hold queues of `link` until it is closed.
+pub(super) async fn sweep(link: Arc<Link>) {
+    let mut watched = Watched::default();
+    loop {
+        tokio::time::sleep(link.options.hold_sweep_interval).await;
+        // An error here means the link was closed; an outage is waited out.
+        let Ok(session) = link.session().await else {
+            return;
+        };
+        watched.add(link.holds.live());
+        for watch in watched.0.values_mut() {
+            match sweep_queue(&session, watch).await {
+                Ok(swept) => {
+                    watch.done = swept.done;
+                    report(&link, watch, swept.released);
+                }
+                Err(error) => {
+                    tracing::debug!(hold = %watch.hold.name, ?error, "sweeping a hold queue failed; the next sweep tries again");
+                }
+            }
+        }
+        watched.0.retain(|_, watch| !watch.done);
+    }
+}
+
+fn report(link: &Link, watch: &Watch, released: usize) {
+    if released == 0 {
+        return;
+    }
+    tracing::warn!(
+        hold = %watch.hold.name,
+        queue = %watch.queue,
+        released,
+        "the broker kept messages in a hold queue past their delay; released them onto the work queue (see README, \"Known failure, in the broker\")"
+    );
+    link.options
+        .metrics
+        .released_overdue(&watch.queue, released as u64);
+}
+
+/// What one sweep of one hold queue did.
+#[derive(Debug, Default)]
+struct Swept {
+    /// Messages released onto the work queue.
+    released: usize,
+    /// The queue was found empty or gone, so it needs no more sweeps until a publish
+    /// into it.
+    done: bool,
+}
+
+/// Release the overdue heads of `watch`'s hold queue onto its work queue.
+async fn sweep_queue(session: &Session, watch: &mut Watch) -> Result<Swept, Failure> {
+    let channel = session.channel().await.map_err(Failure::Lost)?;
+    let swept = release_overdue(session, &channel, watch).await;
+    // Closing hands back anything taken and not acked, should a step above have failed.
+    if channel.status().connected() {
+        let _ = channel.close(200, "hold queue swept".into()).await;
+    }
+    swept
+}
+
+async fn release_overdue(
+    session: &Session,
+    channel: &Channel,
+    watch: &mut Watch,
+) -> Result<Swept, Failure> {
+    let due = Duration::from_millis(watch.hold.ttl_ms) + OVERDUE_GRACE;
+    let mut swept = Swept::default();
+    while swept.released < MAX_RELEASED {
+        let taken = match channel
+            .basic_get(
+                watch.hold.name.as_str().into(),
+                BasicGetOptions { no_ack: false },
+            )
+            .await
+        {
+            Ok(taken) => taken,
+            // `NOT_FOUND`: the queue expired or was deleted.
+            Err(error) if error.is_amqp_soft_error() => {
+                swept.done = true;
+                break;
+            }
+            Err(error) => return Err(Failure::Lost(error)),
+        };
+        let Some(taken) = taken else {
+            swept.done = true;
+            break;
+        };
+        let head = taken.delivery;
+        let now = (SystemTime::now(), Instant::now());
+        if watch.held_for(&head.properties, &head.data, now) <= due {
+            head.acker
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..BasicNackOptions::default()
+                })
+                .await
+                .map_err(Failure::Lost)?;
+            break;
+        }
+        session
+            .publish(
+                &watch.queue,
+                &head.data,
+                released_properties(&head.properties),
+            )
+            .await?;
+        head.acker
+            .ack(BasicAckOptions::default())
+            .await
+            .map_err(Failure::Lost)?;
+        swept.released += 1;
+    }
+    Ok(swept)
+}
+
+/// The properties a released message goes to its work queue with: what it was held
+/// with, less the quorum queue's count of the sweeper's looks.
+fn released_properties(held: &BasicProperties) -> BasicProperties {
+    let mut properties = held.clone();
+    if let Some(headers) = properties.headers()
+        && headers.contains_key(DELIVERY_COUNT)
+    {
+        let mut kept = headers.inner().clone();
+        kept.remove(DELIVERY_COUNT);
+        properties = properties.with_headers(kept.into());
+    }
+    properties
+}
+
+/// The hold queues being swept, by name. A queue joins when the backend publishes into
+/// it and leaves once a sweep finds it empty or gone, and not before: a queue that stopped
+/// expiring is kept alive by the sweeps' gets, and must be swept until it is empty even
+/// when nothing is published into it any more.
+#[derive(Debug, Default)]
+struct Watched(HashMap<String, Watch>);
+
+impl Watched {
+    fn add(&mut self, live: Vec<(String, HoldQueue)>) {
+        for (queue, hold) in live {
+            self.0.entry(hold.name.clone()).or_insert_with(|| Watch {
+                queue,
+                hold,
+                head: None,
+                done: false,
+            });
+        }
+    }
+}
+
+/// One hold queue being swept.
+#[derive(Debug)]
+struct Watch {
+    /// The work queue it releases onto.
+    queue: String,
+    hold: HoldQueue,
+    /// The head without a usable timestamp seen last, by a hash of its body, and when
+    /// the sweeper first saw it at the head.
+    head: Option<(u64, Instant)>,
+    /// The last sweep found it empty or gone.
+    done: bool,
+}
+
+impl Watch {
+    /// How long the head with `properties` and `body` has been held at least: since its
+    /// timestamp, or else since this sweeper first saw it at the head. `now` is the wall
+    /// clock and the monotonic clock read together.
+    fn held_for(
+        &mut self,
+        properties: &BasicProperties,
+        body: &[u8],
+        (wall, now): (SystemTime, Instant),
+    ) -> Duration {
+        if let Some(held) = stamped_age(properties, wall) {
+            self.head = None;
+            return held;
+        }
+        let key = body_hash(body);
+        match self.head {
+            Some((seen, since)) if seen == key => now.duration_since(since),
+            _ => {
+                self.head = Some((key, now));
+                Duration::ZERO
+            }
+        }
+    }
+}
+
+/// How long ago `properties`' timestamp was at `wall`; `None` without a timestamp, or
+/// with one in the future or beyond what a clock can show, which says nothing.
+fn stamped_age(properties: &BasicProperties, wall: SystemTime) -> Option<Duration> {
+    let seconds = (*properties.timestamp())?;
+    let stamped = UNIX_EPOCH.checked_add(Duration::from_secs(seconds))?;
+    wall.duration_since(stamped).ok()
+}
+
+fn body_hash(body: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    body.hash(&mut hasher);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use lapin::types::{AMQPValue, FieldTable};
+
+    use super::super::RabbitMqOptions;
+
+    fn watch() -> Watch {
+        let hold = HoldQueue {
+            name: "q.deferred.1000".to_owned(),
+            ttl_ms: 1000,
+        };
+        Watch {
+            queue: "q".to_owned(),
+            hold,
+            head: None,
+            done: false,
+        }
+    }
+
+    fn stamped(timestamp: Option<u64>) -> BasicProperties {
+        let properties = BasicProperties::default();
+        match timestamp {
+            Some(seconds) => properties.with_timestamp(seconds),
+            None => properties,
+        }
+    }
+
+    fn at(seconds: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(seconds)
+    }
+
+    #[test]
+    fn a_stamped_head_has_been_held_since_its_timestamp() {
+        let now = (at(1_042), Instant::now());
+        let held = watch().held_for(&stamped(Some(1_000)), b"a", now);
+        assert_eq!(held, Duration::from_secs(42));
+    }
+
+    #[test]
+    fn an_unstamped_head_counts_as_held_since_it_was_first_seen_at_the_head() {
+        let mut watch = watch();
+        let (wall, first) = (at(5_000), Instant::now());
+        assert_eq!(
+            watch.held_for(&stamped(None), b"a", (wall, first)),
+            Duration::ZERO
+        );
+        let later = first + Duration::from_secs(30);
+        assert_eq!(
+            watch.held_for(&stamped(None), b"a", (wall, later)),
+            Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn another_head_starts_its_own_count() {
+        let mut watch = watch();
+        let (wall, first) = (at(5_000), Instant::now());
+        watch.held_for(&stamped(None), b"a", (wall, first));
+        let later = (wall, first + Duration::from_secs(30));
+        assert_eq!(watch.held_for(&stamped(None), b"b", later), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_timestamp_in_the_future_or_beyond_any_clock_counts_as_none() {
+        for timestamp in [9_999, u64::MAX] {
+            let mut watch = watch();
+            let first = Instant::now();
+            let later = first + Duration::from_secs(9);
+            let head = stamped(Some(timestamp));
+            assert_eq!(
+                watch.held_for(&head, b"a", (at(5_000), first)),
+                Duration::ZERO
+            );
+            assert_eq!(
+                watch.held_for(&head, b"a", (at(5_000), later)),
+                Duration::from_secs(9),
+                "timestamp {timestamp}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hold_queue_published_into_again_is_watched_once_with_what_it_had_seen() {
+        let mut watched = Watched::default();
+        let hold = watch().hold;
+        watched.add(vec![("q".to_owned(), hold.clone())]);
+        let first = (at(1), Instant::now());
+        let entry = watched.0.get_mut(&hold.name).expect("watched");
+        entry.held_for(&stamped(None), b"a", first);
+        watched.add(vec![("q".to_owned(), hold.clone())]);
+        assert_eq!(watched.0.len(), 1);
+        let later = (at(1), first.1 + Duration::from_secs(3));
+        let entry = watched.0.get_mut(&hold.name).expect("watched");
+        assert_eq!(
+            entry.held_for(&stamped(None), b"a", later),
+            Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn a_released_message_keeps_its_headers_but_not_the_quorum_delivery_count() {
+        let mut headers = FieldTable::default();
+        headers.insert("x-attempt".into(), AMQPValue::LongUInt(2));
+        headers.insert(DELIVERY_COUNT.into(), AMQPValue::LongLongInt(7));
+        let held = BasicProperties::default()
+            .with_message_id("job".into())
+            .with_headers(headers);
+        let released = released_properties(&held);
+        let headers = released.headers().clone().expect("headers");
+        assert_eq!(
+            headers.inner().get("x-attempt"),
+            Some(&AMQPValue::LongUInt(2))
+        );
+        assert_eq!(headers.inner().get(DELIVERY_COUNT), None);
+        assert_eq!(released.message_id(), held.message_id());
+    }
+
+    #[test]
+    fn the_sweep_interval_cannot_be_zero() {
+        let options = RabbitMqOptions::default().hold_sweep_interval(Duration::ZERO);
+        assert!(options.hold_sweep_interval >= Duration::from_millis(10));
+    }
+}
