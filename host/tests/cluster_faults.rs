@@ -171,6 +171,14 @@ fn plan(index: usize) -> (u32, u32) {
     }
 }
 
+/// Whether a host's log line says it settled jobs: a retry, a deferral, or a summary
+/// with jobs completed.
+fn settled_line(line: &str) -> bool {
+    line.contains("job failed, retrying")
+        || line.contains("job deferred")
+        || (line.contains("jobs settled since the last summary") && !line.contains("completed=0 "))
+}
+
 /// Drain until every job of `completes` has a record and every job of `dies` a dead
 /// letter, failing after `limit` with the depth of each queue, which tells a host that
 /// stopped from a ledger that lags; returns the dead letters.
@@ -303,20 +311,29 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
     faults.push(format!("host A reloads ({} left)", depth.ready().await));
 
     let left = depth.wait_until_at_most(share(85), limit).await;
+    let before_stop = host_a.line_count();
     cluster.ctl(0, &["stop_app"]);
     faults.push(format!("node 1 stop_app ({left} left)"));
 
-    // Host A dies once its summary line shows it took its share of the work.
-    host_a
-        .wait_for_line(0, limit, |l| {
-            l.contains("jobs settled since the last summary") && !l.contains("completed=0 ")
-        })
-        .await;
+    // Host A dies once it is back at work after the stop: a retry or deferral it logs
+    // (one job in ten retries), or a summary with jobs completed. Not on its summary
+    // alone, because on a quick machine the queue can drain within its 10 s.
+    host_a.wait_for_line(before_stop, limit, settled_line).await;
     let left = depth.ready().await;
     host_a.kill();
     let a_completed = host_a.completions();
-    faults.push(format!("host A SIGKILLed ({left} left)"));
-    assert!(left > 0, "host A dies mid-run (raise JOBHOST_FAULT_JOBS)");
+    let a_settled = host_a.lines_since(0, settled_line);
+    // Mid-run by the ledger, not by the work queue, which hosts that keep up with the
+    // publisher hold near empty while retries and deferrals are still on their way.
+    ledger.drain().await;
+    let recorded = ledger.completed(&completes);
+    faults.push(format!(
+        "host A SIGKILLed ({left} left, {recorded} recorded)"
+    ));
+    assert!(
+        recorded < completes.len(),
+        "host A dies mid-run: every job was recorded already (raise JOBHOST_FAULT_JOBS)"
+    );
 
     let left = depth.ready().await;
     cluster.ctl(0, &["start_app"]);
@@ -381,7 +398,7 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
         completes.len(),
         "every other job completes"
     );
-    assert!(a_completed > 0, "host A shared the work");
+    assert!(a_settled > 0, "host A shared the work");
     assert!(
         host_b.lines_since(b_started, |l| l.contains("plugin loaded")) == 0,
         "host A's reload does not touch host B"
