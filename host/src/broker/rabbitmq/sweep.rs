@@ -26,8 +26,9 @@
 //!   everything itself and a sweep costs one get and one nack per queue. Hosts' clocks
 //!   should agree to within the grace, or a message may be released early by the
 //!   difference;
-//! - a failure (connection lost, queue gone, a publish refused) ends that queue's sweep.
-//!   A head taken and not yet acked goes back to the queue, and the next sweep tries again.
+//! - a failure (connection lost, queue gone, a publish refused) ends that queue's sweep,
+//!   and so does the backend's outage timeout. A head taken and not yet acked goes back to
+//!   the queue, and the next sweep tries again.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -65,13 +66,20 @@ pub(super) async fn sweep(link: Arc<Link>) {
         };
         watched.add(link.holds.live());
         for watch in watched.0.values_mut() {
-            match sweep_queue(&session, watch).await {
-                Ok(swept) => {
+            // Bounded, because a queue without a leader can leave a get or a confirm
+            // unanswered, and the other queues must not wait for it; dropping the sweep
+            // drops its channel, which hands back what it took.
+            let limit = link.options.outage_timeout;
+            match tokio::time::timeout(limit, sweep_queue(&session, watch)).await {
+                Ok(Ok(swept)) => {
                     watch.done = swept.done;
                     report(&link, watch, swept.released);
                 }
-                Err(error) => {
+                Ok(Err(error)) => {
                     tracing::debug!(hold = %watch.hold.name, ?error, "sweeping a hold queue failed; the next sweep tries again");
+                }
+                Err(_) => {
+                    tracing::debug!(hold = %watch.hold.name, ?limit, "sweeping a hold queue took too long; the next sweep tries again");
                 }
             }
         }
