@@ -41,8 +41,8 @@ impl Plugin {
             .acquire()
             .await
             .expect("the job semaphore is never closed");
-        // Boxed so that this future stays small: the instance's futures are several KiB,
-        // and the caller boxes this one again (`Handler::invoke`), which would copy them.
+        // Boxed so that this future stays small: it holds the instance's futures, and the
+        // caller boxes this one again (`Handler::invoke`), which would copy them whole.
         let run = Box::pin(self.run(&job));
         tokio::time::timeout(job.timeout + BACKSTOP_GRACE, run)
             .await

@@ -265,11 +265,11 @@ impl<B: Backend> ConsumeLoop<B> {
                 permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
             };
             let abandon = self.abandon.clone();
-            // Boxed here, once: the delivery's future holds the whole sandbox call and its
-            // settlement (several KiB), and spawning a task moves its future a few times
-            // (into the tracker's wrapper, into the task's cell, into `select!` at the first
-            // poll), so inline it cost a few large copies per job (`memmove` was 9% of
-            // `jobhost run`'s CPU, see BENCHMARKS.md); boxed, only a pointer moves.
+            // Boxed here, once: the delivery's future holds its settlement's publishes, and
+            // spawning a task moves its future a few times (into the tracker's wrapper, into
+            // the task's cell, into `select!` at the first poll); inline, those were copies
+            // of the whole future per job (`memmove` was 10-13% of `jobhost run`'s CPU, see
+            // BENCHMARKS.md); boxed, only a pointer moves.
             let delivering = Box::pin(deliver::deliver(
                 self.shared.clone(),
                 queue.clone(),
