@@ -41,7 +41,10 @@ impl Plugin {
             .acquire()
             .await
             .expect("the job semaphore is never closed");
-        tokio::time::timeout(job.timeout + BACKSTOP_GRACE, self.run(&job))
+        // Boxed so that this future stays small: it holds the instance's futures, and the
+        // caller boxes this one again (`Handler::invoke`), which would copy them whole.
+        let run = Box::pin(self.run(&job));
+        tokio::time::timeout(job.timeout + BACKSTOP_GRACE, run)
             .await
             .unwrap_or_else(|_| Outcome::Crashed(timed_out(job.timeout)))
     }

@@ -264,13 +264,21 @@ impl<B: Backend> ConsumeLoop<B> {
                 }
                 permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
             };
-            let shared = self.shared.clone();
             let abandon = self.abandon.clone();
-            let queue = queue.clone();
+            // Boxed here, once: the delivery's future holds its settlement's publishes, and
+            // spawning a task moves its future a few times (into the tracker's wrapper, into
+            // the task's cell, into `select!` at the first poll); inline, those were copies
+            // of the whole future per job (`memmove` was 10-13% of `jobhost run`'s CPU, see
+            // BENCHMARKS.md); boxed, only a pointer moves.
+            let delivering = Box::pin(deliver::deliver(
+                self.shared.clone(),
+                queue.clone(),
+                delivery,
+            ));
             self.jobs.spawn(async move {
                 // Abandoning drops the delivery unsettled, so the broker redelivers it.
                 tokio::select! {
-                    () = deliver::deliver(shared, queue, delivery) => {},
+                    () = delivering => {},
                     () = abandon.cancelled() => {},
                 }
                 drop(permit);
