@@ -38,12 +38,34 @@ fn config(name: &str, queue_type: QueueType) -> QueueConfig {
     }
 }
 
-async fn sweeping_backend(metrics: &Metrics) -> Option<RabbitMqBackend> {
+/// A backend that sweeps every [`SWEEP`] and counts into `metrics`, with a new work queue
+/// declared; the work queue and its hold queue for `hold_ms` go when `_cleanup` drops.
+struct Declared {
+    metrics: Metrics,
+    backend: RabbitMqBackend,
+    name: String,
+    config: QueueConfig,
+    _cleanup: Cleanup,
+}
+
+async fn declared(queue_type: QueueType, hold_ms: u64) -> Option<Declared> {
+    let metrics = Metrics::default();
     let options = RabbitMqOptions::default()
         .connection_name(unique("sweep"))
         .hold_sweep_interval(SWEEP)
         .metrics(metrics.clone());
-    backend_with(options).await
+    let backend = backend_with(options).await?;
+    let name = unique("sweep");
+    let cleanup = Cleanup::new(&[&name, &format!("{name}.deferred.{hold_ms}")]);
+    let config = config(&name, queue_type);
+    backend.declare(&config).await.expect("declared");
+    Some(Declared {
+        metrics,
+        backend,
+        name,
+        config,
+        _cleanup: cleanup,
+    })
 }
 
 /// Put `job` into `hold` as a plain client would, stamped `age` ago.
@@ -71,22 +93,24 @@ async fn hold_plainly(channel: &Channel, hold: &str, job: &Envelope, age: Durati
 }
 
 async fn a_message_kept_past_its_delay_is_released_and_a_younger_one_is_not(queue_type: QueueType) {
-    let metrics = Metrics::default();
-    let Some(backend) = sweeping_backend(&metrics).await else {
+    let Some(setup) = declared(queue_type, 60_000).await else {
         return;
     };
-    let name = unique("sweep");
+    let Declared {
+        metrics,
+        backend,
+        name,
+        config,
+        ..
+    } = &setup;
     let hold_queue = format!("{name}.deferred.60000");
-    let _cleanup = Cleanup::new(&[&name, &hold_queue]);
-    let config = config(&name, queue_type);
-    backend.declare(&config).await.expect("declared");
     // The host's own delayed publish declares the hold queue and makes it one the host
     // looks after; the test then takes its message out, to lay the queue out itself.
     let delay = hold(Duration::from_secs(60));
     within(
         PATIENCE,
         "a delayed publish",
-        backend.publish(&job(&name, 0), Some(delay)),
+        backend.publish(&job(name, 0), Some(delay)),
     )
     .await
     .expect("confirmed");
@@ -99,12 +123,12 @@ async fn a_message_kept_past_its_delay_is_released_and_a_younger_one_is_not(queu
     })
     .await;
 
-    let overdue = job(&name, 1);
-    let young = job(&name, 2);
+    let overdue = job(name, 1);
+    let young = job(name, 2);
     hold_plainly(&channel, &hold_queue, &overdue, Duration::from_secs(3600)).await;
     hold_plainly(&channel, &hold_queue, &young, Duration::ZERO).await;
 
-    let mut consumer = backend.consume(&config).await.expect("subscribed");
+    let mut consumer = backend.consume(config).await.expect("subscribed");
     let released = within(PATIENCE, "the overdue job", consumer.next())
         .await
         .expect("delivered");
@@ -148,16 +172,18 @@ async fn a_quorum_hold_queue_releases_through_the_host_what_it_kept_past_its_del
 }
 
 async fn a_job_the_sweeper_looked_at_comes_back_after_its_delay(queue_type: QueueType) {
-    let metrics = Metrics::default();
-    let Some(backend) = sweeping_backend(&metrics).await else {
+    let Some(setup) = declared(queue_type, 1500).await else {
         return;
     };
-    let name = unique("sweep");
-    let _cleanup = Cleanup::new(&[&name]);
-    let config = config(&name, queue_type);
-    backend.declare(&config).await.expect("declared");
+    let Declared {
+        metrics,
+        backend,
+        name,
+        config,
+        ..
+    } = &setup;
     let delay = Duration::from_millis(1500);
-    let held = job(&name, 1);
+    let held = job(name, 1);
 
     let published = Instant::now();
     within(
@@ -167,7 +193,7 @@ async fn a_job_the_sweeper_looked_at_comes_back_after_its_delay(queue_type: Queu
     )
     .await
     .expect("confirmed");
-    let mut consumer = backend.consume(&config).await.expect("subscribed");
+    let mut consumer = backend.consume(config).await.expect("subscribed");
     let delivery = within(PATIENCE, "the delayed job", consumer.next())
         .await
         .expect("delivered");

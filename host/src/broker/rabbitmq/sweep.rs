@@ -38,6 +38,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
 use lapin::{BasicProperties, Channel};
 
+use super::depth::MAX_HOLD_QUEUES;
 use super::link::Link;
 use super::session::{Failure, Session};
 use crate::broker::HoldQueue;
@@ -64,7 +65,7 @@ pub(super) async fn sweep(link: Arc<Link>) {
         let Ok(session) = link.session().await else {
             return;
         };
-        watched.add(link.holds.live());
+        watched.add(link.holds.live(), Instant::now());
         for watch in watched.0.values_mut() {
             // Bounded, because a queue without a leader can leave a get or a confirm
             // unanswered, and the other queues must not wait for it; dropping the sweep
@@ -196,18 +197,44 @@ fn released_properties(held: &BasicProperties) -> BasicProperties {
 /// it and leaves once a sweep finds it empty or gone, and not before: a queue that stopped
 /// expiring is kept alive by the sweeps' gets, and must be swept until it is empty even
 /// when nothing is published into it any more.
+///
+/// Bounded like the list it comes from, at [`MAX_HOLD_QUEUES`] per work queue: a guest
+/// that defers by ever new delays must not make each sweep longer without end. Beyond
+/// the bound, the queues published into longest ago are let go.
 #[derive(Debug, Default)]
 struct Watched(HashMap<String, Watch>);
 
 impl Watched {
-    fn add(&mut self, live: Vec<(String, HoldQueue)>) {
+    /// Watch the hold queues of `live`, the ones published into lately, as of `now`.
+    fn add(&mut self, live: Vec<(String, HoldQueue)>, now: Instant) {
         for (queue, hold) in live {
-            self.0.entry(hold.name.clone()).or_insert_with(|| Watch {
-                queue,
-                hold,
-                head: None,
-                done: false,
-            });
+            let watch = self
+                .0
+                .entry(hold.name.clone())
+                .or_insert_with(|| Watch::new(queue, hold));
+            watch.listed = now;
+        }
+        self.bound();
+    }
+
+    fn bound(&mut self) {
+        let mut by_queue: HashMap<&str, Vec<(Instant, &str)>> = HashMap::new();
+        for (name, watch) in &self.0 {
+            by_queue
+                .entry(watch.queue.as_str())
+                .or_default()
+                .push((watch.listed, name.as_str()));
+        }
+        let mut dropped = Vec::new();
+        for holds in by_queue.values_mut() {
+            if holds.len() > MAX_HOLD_QUEUES {
+                holds.sort_unstable();
+                let excess = holds.len() - MAX_HOLD_QUEUES;
+                dropped.extend(holds[..excess].iter().map(|(_, name)| (*name).to_owned()));
+            }
+        }
+        for name in dropped {
+            self.0.remove(&name);
         }
     }
 }
@@ -223,9 +250,21 @@ struct Watch {
     head: Option<(u64, Instant)>,
     /// The last sweep found it empty or gone.
     done: bool,
+    /// When it was last among the hold queues published into lately.
+    listed: Instant,
 }
 
 impl Watch {
+    fn new(queue: String, hold: HoldQueue) -> Self {
+        Self {
+            queue,
+            hold,
+            head: None,
+            done: false,
+            listed: Instant::now(),
+        }
+    }
+
     /// How long the head with `properties` and `body` has been held at least: since its
     /// timestamp, or else since this sweeper first saw it at the head. `now` is the wall
     /// clock and the monotonic clock read together.
@@ -277,12 +316,7 @@ mod tests {
             name: "q.deferred.1000".to_owned(),
             ttl_ms: 1000,
         };
-        Watch {
-            queue: "q".to_owned(),
-            hold,
-            head: None,
-            done: false,
-        }
+        Watch::new("q".to_owned(), hold)
     }
 
     fn stamped(timestamp: Option<u64>) -> BasicProperties {
@@ -351,17 +385,54 @@ mod tests {
     fn a_hold_queue_published_into_again_is_watched_once_with_what_it_had_seen() {
         let mut watched = Watched::default();
         let hold = watch().hold;
-        watched.add(vec![("q".to_owned(), hold.clone())]);
+        watched.add(vec![("q".to_owned(), hold.clone())], Instant::now());
         let first = (at(1), Instant::now());
         let entry = watched.0.get_mut(&hold.name).expect("watched");
         entry.held_for(&stamped(None), b"a", first);
-        watched.add(vec![("q".to_owned(), hold.clone())]);
+        watched.add(vec![("q".to_owned(), hold.clone())], Instant::now());
         assert_eq!(watched.0.len(), 1);
         let later = (at(1), first.1 + Duration::from_secs(3));
         let entry = watched.0.get_mut(&hold.name).expect("watched");
         assert_eq!(
             entry.held_for(&stamped(None), b"a", later),
             Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn at_most_the_bound_of_hold_queues_per_work_queue_is_watched_the_latest_kept() {
+        let mut watched = Watched::default();
+        let start = Instant::now();
+        let hold = |queue: &str, n: u64| {
+            let hold = HoldQueue {
+                name: format!("{queue}.deferred.{n}"),
+                ttl_ms: n,
+            };
+            (queue.to_owned(), hold)
+        };
+        for n in 1..=(MAX_HOLD_QUEUES as u64 + 5) {
+            let listed = start + Duration::from_millis(n);
+            watched.add(vec![hold("q", n)], listed);
+        }
+        watched.add(vec![hold("other", 1)], start);
+        let of = |queue: &str| {
+            let prefix = format!("{queue}.");
+            watched
+                .0
+                .keys()
+                .filter(|name| name.starts_with(&prefix))
+                .count()
+        };
+        assert_eq!(of("q"), MAX_HOLD_QUEUES);
+        assert_eq!(of("other"), 1, "each work queue has its own bound");
+        assert!(
+            watched
+                .0
+                .contains_key(&format!("q.deferred.{}", MAX_HOLD_QUEUES + 5))
+        );
+        assert!(
+            !watched.0.contains_key("q.deferred.1"),
+            "the oldest is let go"
         );
     }
 
