@@ -160,6 +160,42 @@ pub(crate) async fn consume_and_ack(
     Ok((spent, Samples::new(latencies)))
 }
 
+/// How many deliveries [`consume_and_ack_multiple`] acks with one `multiple` ack.
+const ACK_EVERY: usize = 50;
+
+/// Consume `jobs` messages from `queue` with `prefetch` and ack them [`ACK_EVERY`] at a
+/// time with `multiple`, in the consume loop, with no task per delivery: the least a
+/// lapin consumer can do per message, so the floor under every consumer built on lapin.
+pub(crate) async fn consume_and_ack_multiple(
+    connection: &Connection,
+    queue: &str,
+    prefetch: u16,
+    jobs: usize,
+) -> anyhow::Result<()> {
+    let channel = connection.create_channel().await?;
+    channel
+        .basic_qos(prefetch, BasicQosOptions::default())
+        .await?;
+    let mut consumer = channel
+        .basic_consume(
+            queue.into(),
+            "jobhost-bench-floor".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    let multiple = BasicAckOptions { multiple: true };
+    for received in 1..=jobs {
+        let delivery = std::future::poll_fn(|cx| Pin::new(&mut consumer).poll_next(cx))
+            .await
+            .ok_or_else(|| anyhow::anyhow!("the broker cancelled the consumer of `{queue}`"))??;
+        if received % ACK_EVERY == 0 || received == jobs {
+            delivery.acker.ack(multiple).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Messages ready in `queue`, or `None` when it does not exist (the probe then costs its
 /// channel, which the broker closes).
 pub(crate) async fn depth(connection: &Connection, queue: &str) -> anyhow::Result<Option<u32>> {

@@ -4,7 +4,9 @@
 //! # Contenders, in this order in each round
 //! 1. Raw lapin consume + ack, prefetch 200 (this binary's hidden `blackbox-consumer`).
 //! 2. `queuey` 1.x's native no-op worker, prefetch 200 (the same subcommand).
-//! 3. The `jobhost run` binary of the same build profile, with the `noop-wide` fixture
+//! 3. The floor: raw lapin acking 50 deliveries at a time with `multiple`, no task per
+//!    delivery (the same subcommand); no consumer built on lapin spends less per job.
+//! 4. The `jobhost run` binary of the same build profile, with the `noop-wide` fixture
 //!    alone in its plugin directory and its default settings. The host has no prefetch
 //!    flag: a queue's prefetch is its plugin's, and `noop-wide` is the no-op on queue
 //!    `bench.wide.noop` with prefetch 200.
@@ -58,9 +60,10 @@ enum Contender {
 }
 
 impl Contender {
-    const ALL: [Self; 3] = [
+    const ALL: [Self; 4] = [
         Self::Peer(Peer::Raw),
         Self::Peer(Peer::Queuey),
+        Self::Peer(Peer::Floor),
         Self::Jobhost,
     ];
 
@@ -68,6 +71,7 @@ impl Contender {
         let who = match self {
             Self::Peer(Peer::Raw) => "raw lapin consume+ack (process)",
             Self::Peer(Peer::Queuey) => "queuey 1.x native no-op (process)",
+            Self::Peer(Peer::Floor) => "raw lapin, `multiple` acks, no task (process)",
             Self::Jobhost => "`jobhost run` + wasm no-op, defaults",
         };
         format!("blackbox p{prefetch}: {who}")
@@ -219,7 +223,7 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     };
     // Rounds interleave the contenders, so that load from elsewhere on the machine does
     // not land on one of them only; each row is the median round.
-    let mut rounds: [Rounds; 3] = Default::default();
+    let mut rounds: [Rounds; 4] = Default::default();
     for _ in 0..sizes.rounds {
         for (rounds, contender) in rounds.iter_mut().zip(Contender::ALL) {
             rounds.push(bench.drain(contender, jobs).await?);
@@ -230,16 +234,23 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
 
     let prefetch = bench.queue.prefetch;
     let row = |rounds: Rounds, contender: Contender| rounds.row(contender.label(prefetch));
-    let [raw, queuey, host] = rounds;
-    let [raw, queuey, host] = [
+    let [raw, queuey, floor, host] = rounds;
+    let [raw, queuey, floor, host] = [
         row(raw, Contender::ALL[0]),
         row(queuey, Contender::ALL[1]),
-        row(host, Contender::ALL[2]),
+        row(floor, Contender::ALL[2]),
+        row(host, Contender::ALL[3]),
     ];
+    // What issue 13's CPU target asks of the host, asked of the floor: how close to the
+    // target any consumer on lapin can come.
+    let floor_cpu = floor.cpu_against(&queuey, None);
+    let mut rows = versus(host, raw, queuey, &WIDE_TARGETS);
+    rows.insert(2, floor);
+    rows.insert(3, floor_cpu);
     Ok(Report {
-        rows: versus(host, raw, queuey, &WIDE_TARGETS),
+        rows,
         details: vec![format!(
-            "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{FIXTURE}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
+            "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{FIXTURE}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin (acking each delivery; and the floor, acking 50 at a time with `multiple`) and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
             queue = bench.queue.name,
             rounds = sizes.rounds,
             binary = binary.display(),
