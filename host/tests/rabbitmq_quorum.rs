@@ -87,10 +87,9 @@ async fn a_quorum_queue_declares_quorum_work_dead_letter_and_hold_queues() {
     within(
         PATIENCE,
         "a delayed publish",
-        backend.publish(&envelope, Some(hold(Duration::from_secs(20)))),
+        publish_as_the_worker_would(&backend, &envelope, Duration::from_secs(20)),
     )
-    .await
-    .expect("published into the hold queue");
+    .await;
     let hold_queue = format!("{name}.deferred.20000");
     let held = type_and_arguments(&hold_queue);
     let _ = raw_channel()
@@ -126,10 +125,9 @@ async fn a_retry_through_a_quorum_hold_queue_comes_back_to_its_work_queue() {
     within(
         PATIENCE,
         "a delayed publish",
-        backend.publish(&envelope, Some(hold(Duration::from_millis(300)))),
+        publish_as_the_worker_would(&backend, &envelope, Duration::from_millis(300)),
     )
-    .await
-    .expect("published into the hold queue");
+    .await;
     wait_ready(&name, 1).await;
 
     let channel = raw_channel().await;
@@ -292,6 +290,30 @@ async fn a_plugin_whose_quorum_queue_exists_as_classic_is_refused_at_load_and_sa
     );
 }
 
+/// Publish `envelope` into its hold queue for `delay`, as a worker's retry does: a nack
+/// is not final for a worker (`BrokerError::is_permanent`), whose delivery is redelivered
+/// and retried again, so it is not final here either, up to a few times. RabbitMQ 3.10
+/// nacks the first publish of a channel into a quorum queue with `reject-publish` when
+/// registering the channel as an enqueuer times out or finds no leader yet, which a
+/// freshly declared queue on a loaded machine can do (seen once in CI).
+async fn publish_as_the_worker_would(
+    backend: &RabbitMqBackend,
+    envelope: &Envelope,
+    delay: Duration,
+) {
+    const ATTEMPTS: u32 = 5;
+    for attempt in 1..=ATTEMPTS {
+        match backend.publish(envelope, Some(hold(delay))).await {
+            Ok(()) => return,
+            Err(error @ BrokerError::NotConfirmed { .. }) if attempt < ATTEMPTS => {
+                eprintln!("attempt {attempt} was nacked, publishing again: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("published into the hold queue: {error}"),
+        }
+    }
+}
+
 /// A quorum hold queue dead-letters at-least-once: a worker of the broker moves expired
 /// messages one confirmed batch at a time, so a burst of retries leaves the hold queue
 /// later than its TTL says, and the queue must not expire (taking them along) meanwhile.
@@ -312,10 +334,7 @@ async fn a_burst_of_retries_through_a_quorum_hold_queue_all_come_back() {
         publishing.spawn(async move {
             for _ in 0..RETRIES / 8 {
                 let envelope = Envelope::new("t", &name, payload());
-                backend
-                    .publish(&envelope, Some(hold(Duration::from_secs(1))))
-                    .await
-                    .expect("published into the hold queue");
+                publish_as_the_worker_would(&backend, &envelope, Duration::from_secs(1)).await;
             }
         });
     }
