@@ -9,7 +9,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match args.runtime() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

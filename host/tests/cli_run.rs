@@ -31,6 +31,54 @@ fn an_enqueued_job_is_processed_by_the_running_host() {
 }
 
 #[test]
+fn a_host_told_to_use_one_thread_runs_on_one_and_processes_jobs() {
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    std::fs::copy(
+        jobhost_fixtures::wasm("scripted"),
+        dir.path().join("scripted.wasm"),
+    )
+    .expect("the fixture copies into the plugin directory");
+    let mut command = jobhost();
+    // Two by the environment, so that the flag, not a one-core machine, makes it one.
+    command
+        .env("TOKIO_WORKER_THREADS", "2")
+        .args(["run", "--threads", "1", "--plugins"])
+        .arg(dir.path());
+    let host = Host::spawn(command, dir, STARTUP);
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("worker started") && l.contains("threads=1")
+    });
+    let output = host.cli(&[
+        "enqueue",
+        "scripted.SendEmail",
+        r#"{"key": "ok@example.com"}"#,
+        "--json",
+    ]);
+    let job_id = json_of(&output)["job_id"]
+        .as_str()
+        .expect("a job id")
+        .to_owned();
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains(&job_id) && l.contains("job completed")
+    });
+}
+
+#[test]
+fn a_thread_count_of_zero_or_beyond_the_limit_is_a_usage_error() {
+    for threads in ["0", "513"] {
+        let output = jobhost()
+            .args(["run", "--threads", threads])
+            .output()
+            .expect("jobhost runs");
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "`--threads {threads}` is refused with clap's usage exit code"
+        );
+    }
+}
+
+#[test]
 fn a_failed_job_is_listed_with_its_exact_reason_and_replay_runs_it_again_as_attempt_one() {
     let host = Host::start(&["scripted"]);
     let payload = r#"{"key": "doomed", "fail_times": 1, "message": "database is down"}"#;

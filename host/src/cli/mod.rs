@@ -31,6 +31,10 @@ const HOST_LOG: &str = "info,wasmtime=warn,cranelift=warn,lapin=warn,notify=warn
 /// CPU a line costs does not matter there.
 const DEV_LOG: &str =
     "info,jobhost::worker=debug,wasmtime=warn,cranelift=warn,lapin=warn,notify=warn";
+/// The most `--threads` accepts, far above any machine's cores, so a typo cannot start
+/// thousands of threads.
+const MAX_THREADS: u16 = 512;
+
 /// Log filter of the client commands, whose output is their answer.
 const CLIENT_LOG: &str = "warn";
 
@@ -91,6 +95,13 @@ struct HostArgs {
     #[arg(long, value_name = "N", default_value_t = host::DEFAULT_CONCURRENCY,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(host::MAX_CONCURRENCY)))]
     concurrency: u32,
+    /// Threads that run jobs, consume and settle (the async runtime's workers); default
+    /// one per CPU core. Fewer threads hand deliveries between threads less often: with
+    /// short jobs on a machine shared with the broker, `--threads 1` spent about a quarter
+    /// less CPU per job (BENCHMARKS.md), but CPU-bound plugins then share one core.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_THREADS)))]
+    threads: Option<u16>,
     /// The step retry and deferral delays are rounded up to (each distinct delay is a
     /// hold queue).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
@@ -275,6 +286,21 @@ fn json(text: &str) -> Result<serde_json::Value, String> {
 }
 
 /// Run the command.
+impl Cli {
+    /// The async runtime the command runs on: `--threads` workers for `run` and `dev`,
+    /// tokio's default (one per core, or `TOKIO_WORKER_THREADS`) otherwise.
+    pub(crate) fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.enable_all();
+        if let Command::Run(args) | Command::Dev(args) = &self.command
+            && let Some(threads) = args.threads
+        {
+            builder.worker_threads(usize::from(threads));
+        }
+        builder.build()
+    }
+}
+
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => host::run(args).await,

@@ -131,6 +131,13 @@ impl<B: Backend> Worker<B> {
 
     /// Run until `shutdown` is cancelled, then drain within the grace period.
     pub async fn run(self, shutdown: CancellationToken) {
+        // The runtime's threads bound how many jobs compute at once, whatever the
+        // concurrency, so an operator sees both side by side.
+        info!(
+            concurrency = self.shared.config.concurrency,
+            threads = tokio::runtime::Handle::current().metrics().num_workers(),
+            "worker started"
+        );
         let permits = Arc::new(Semaphore::new(self.shared.config.concurrency.max(1)));
         let jobs = TaskTracker::new();
         let consumers = TaskTracker::new();
