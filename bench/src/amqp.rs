@@ -10,11 +10,12 @@ use jobhost::broker::{
 };
 use jobhost::envelope::Envelope;
 use jobhost::policy::Granularity;
+use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::FieldTable;
-use lapin::{Connection, ConnectionProperties};
+use lapin::{Channel, Connection, ConnectionProperties, Consumer};
 use tokio::task::JoinSet;
 
 use jobhost::worker::{Plugins, Worker, WorkerConfig};
@@ -120,26 +121,14 @@ pub(crate) async fn consume_and_ack(
     jobs: usize,
 ) -> anyhow::Result<(Spent, Samples)> {
     let start = Stopwatch::start()?;
-    let channel = connection.create_channel().await?;
-    channel
-        .basic_qos(prefetch, BasicQosOptions::default())
-        .await?;
-    let mut consumer = channel
-        .basic_consume(
-            queue.into(),
-            "jobhost-bench-raw".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
+    let (channel, mut consumer) =
+        subscribe(connection, queue, prefetch, "jobhost-bench-raw").await?;
     let mut latencies = Vec::with_capacity(jobs);
     // Acks are pipelined, one task each as a worker would: awaiting each ack before the
     // next receive would measure lapin's round trip to its I/O thread, not the broker.
     let mut acks = JoinSet::new();
     for _ in 0..jobs {
-        let delivery = std::future::poll_fn(|cx| Pin::new(&mut consumer).poll_next(cx))
-            .await
-            .ok_or_else(|| anyhow::anyhow!("the broker cancelled the consumer of `{queue}`"))??;
+        let delivery = next_delivery(&mut consumer, queue).await?;
         let received = Instant::now();
         acks.spawn(async move {
             delivery
@@ -172,28 +161,47 @@ pub(crate) async fn consume_and_ack_multiple(
     prefetch: u16,
     jobs: usize,
 ) -> anyhow::Result<()> {
-    let channel = connection.create_channel().await?;
-    channel
-        .basic_qos(prefetch, BasicQosOptions::default())
-        .await?;
-    let mut consumer = channel
-        .basic_consume(
-            queue.into(),
-            "jobhost-bench-floor".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
+    let (channel, mut consumer) =
+        subscribe(connection, queue, prefetch, "jobhost-bench-floor").await?;
     let multiple = BasicAckOptions { multiple: true };
     for received in 1..=jobs {
-        let delivery = std::future::poll_fn(|cx| Pin::new(&mut consumer).poll_next(cx))
-            .await
-            .ok_or_else(|| anyhow::anyhow!("the broker cancelled the consumer of `{queue}`"))??;
+        let delivery = next_delivery(&mut consumer, queue).await?;
         if received % ACK_EVERY == 0 || received == jobs {
             delivery.acker.ack(multiple).await?;
         }
     }
+    channel.close(200, "done".into()).await?;
     Ok(())
+}
+
+/// A channel with `prefetch` consuming `queue` as `tag`.
+async fn subscribe(
+    connection: &Connection,
+    queue: &str,
+    prefetch: u16,
+    tag: &str,
+) -> anyhow::Result<(Channel, Consumer)> {
+    let channel = connection.create_channel().await?;
+    channel
+        .basic_qos(prefetch, BasicQosOptions::default())
+        .await?;
+    let consumer = channel
+        .basic_consume(
+            queue.into(),
+            tag.into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    Ok((channel, consumer))
+}
+
+/// The next delivery of `consumer`, or an error when the broker cancelled it.
+async fn next_delivery(consumer: &mut Consumer, queue: &str) -> anyhow::Result<Delivery> {
+    std::future::poll_fn(|cx| Pin::new(&mut *consumer).poll_next(cx))
+        .await
+        .ok_or_else(|| anyhow::anyhow!("the broker cancelled the consumer of `{queue}`"))?
+        .map_err(Into::into)
 }
 
 /// Messages ready in `queue`, or `None` when it does not exist (the probe then costs its
