@@ -31,12 +31,12 @@ const HOST_LOG: &str = "info,wasmtime=warn,cranelift=warn,lapin=warn,notify=warn
 /// CPU a line costs does not matter there.
 const DEV_LOG: &str =
     "info,jobhost::worker=debug,wasmtime=warn,cranelift=warn,lapin=warn,notify=warn";
+/// Log filter of the client commands, whose output is their answer.
+const CLIENT_LOG: &str = "warn";
+
 /// The most `--threads` accepts, far above any machine's cores, so a typo cannot start
 /// thousands of threads.
 const MAX_THREADS: u16 = 512;
-
-/// Log filter of the client commands, whose output is their answer.
-const CLIENT_LOG: &str = "warn";
 
 /// A RabbitMQ job host whose job handlers are hot-reloaded WebAssembly components.
 #[derive(Debug, Parser)]
@@ -285,7 +285,6 @@ fn json(text: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))
 }
 
-/// Run the command.
 impl Cli {
     /// The async runtime the command runs on: `--threads` workers for `run` and `dev`,
     /// tokio's default (one per core, or `TOKIO_WORKER_THREADS`) otherwise.
@@ -301,6 +300,7 @@ impl Cli {
     }
 }
 
+/// Run the command.
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => host::run(args).await,
