@@ -5,6 +5,10 @@
 //! exactly as on one node, counted in a ledger kept apart from the hosts; none is lost,
 //! and duplicates stay within what at-least-once allows.
 //!
+//! A broker failure the hosts cannot see gets the operator's remedy: when the ledger reads
+//! nothing new for a while, a hold queue that strands expired messages (counted, but
+//! neither ready nor unacknowledged) has its leader moved, and the table names that.
+//!
 //! Runs under `.ci/cluster-broker.sh`, which starts the cluster and sets
 //! `JOBHOST_CLUSTER_AMQP` (and the node names, directory and `rabbitmqctl` the faults
 //! need):
@@ -52,6 +56,15 @@ const DEFAULT_JOBS: usize = 20_000;
 const PREFETCH: usize = 16;
 /// The ledger's policy: five attempts.
 const MAX_ATTEMPTS: u32 = 5;
+
+/// What [`Cluster::queue_table`] shows of each queue, in this order.
+const QUEUE_COLUMNS: [&str; 5] = [
+    "name",
+    "messages",
+    "messages_ready",
+    "messages_unacknowledged",
+    "consumers",
+];
 
 /// The cluster `.ci/cluster-broker.sh` started.
 struct Cluster {
@@ -138,6 +151,51 @@ impl Cluster {
         }
     }
 
+    /// Every queue of the cluster as `rabbitmqctl list_queues` on `node` sees it: its
+    /// messages (all, ready, unacknowledged) and consumers, which tells a job waiting in a
+    /// hold queue, delivered to a consumer or stranded by the broker from one that is lost.
+    fn queue_table(&self, node: usize) -> String {
+        let output = Command::new(&self.ctl)
+            .env("HOME", &self.dir)
+            .args(["-n", &self.nodes[node], "-q", "-t", "30", "list_queues"])
+            .args(QUEUE_COLUMNS)
+            .output();
+        match output {
+            Ok(output) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+            Err(error) => format!("rabbitmqctl list_queues did not run: {error}"),
+        }
+    }
+
+    /// Hand the leadership of every quorum hold queue to another running member: the
+    /// remedy when a hold queue strands expired messages. At-least-once dead-lettering
+    /// runs in a worker its leader starts, and two elections in quick succession can
+    /// leave the leader without one (rabbitmq-server#15548, fixed in 2026, after 3.10);
+    /// what expires then waits in the hold queue, neither ready nor unacknowledged, until
+    /// a new leader starts a worker. Returns what the broker said.
+    fn move_hold_queue_leaders(&self, node: usize) -> String {
+        const MOVE: &str = r#"[begin
+                {_, Leader} = amqqueue:get_pid(Q),
+                To = hd([N || N <- rabbit_nodes:all_running(), N =/= Leader]),
+                {amqqueue:get_name(Q), rabbit_quorum_queue:transfer_leadership(Q, To)}
+            end || Q <- rabbit_amqqueue:list(<<"/">>),
+                   amqqueue:get_type(Q) =:= rabbit_quorum_queue,
+                   binary:match(element(4, amqqueue:get_name(Q)), <<".deferred.">>) =/= nomatch]."#;
+        let output = Command::new(&self.ctl)
+            .env("HOME", &self.dir)
+            .args(["-n", &self.nodes[node], "eval", MOVE])
+            .output()
+            .expect("rabbitmqctl runs");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    }
+
     /// SIGKILL the node's Erlang VM: no goodbye to its peers or clients.
     fn kill(&self, node: usize) {
         let name = self.nodes[node].split('@').next().expect("a node name");
@@ -179,26 +237,55 @@ fn settled_line(line: &str) -> bool {
         || (line.contains("jobs settled since the last summary") && !line.contains("completed=0 "))
 }
 
+/// How long the ledger may read nothing new, with outcomes missing, before the cluster's
+/// hold queues are looked at for dead letters the broker stranded.
+const STALL: Duration = Duration::from_secs(20);
+
+/// What the scenario saw once every job had its outcome.
+struct Outcomes {
+    dead: Vec<DeadLetter>,
+    /// The remedies the broker needed, as the table names them.
+    remedies: Vec<String>,
+}
+
 /// Drain until every job of `completes` has a record and every job of `dies` a dead
 /// letter, failing after `limit` with the depth of each queue, which tells a host that
-/// stopped from a ledger that lags; returns the dead letters.
+/// stopped from a ledger that lags. A hold queue that strands expired messages gets the
+/// operator's remedy.
 async fn wait_for_every_outcome(
+    cluster: &Cluster,
     host: &HostProcess,
     ledger: &mut Ledger,
     depth: &mut Depth,
     completes: &[u64],
     dies: &HashSet<u64>,
     limit: Duration,
-) -> Vec<DeadLetter> {
+) -> Outcomes {
     let deadline = tokio::time::Instant::now() + limit;
     let mut dead = Vec::new();
+    let mut remedies = Vec::new();
+    // The counts last seen to grow, and since when they have not.
+    let (mut seen, mut since) = ((0, 0), tokio::time::Instant::now());
     loop {
         ledger.drain().await;
         dead.extend(ledger.take_dead());
         let dead_ids: HashSet<u64> = dead.iter().filter_map(|d| ledger_id(&d.body)).collect();
         let completed = ledger.completed(completes);
         if completed == completes.len() && dies.is_subset(&dead_ids) {
-            return dead;
+            return Outcomes { dead, remedies };
+        }
+        if (completed, dead.len()) != seen {
+            (seen, since) = ((completed, dead.len()), tokio::time::Instant::now());
+        } else if since.elapsed() >= STALL {
+            let table = cluster.queue_table(2);
+            let stranded = stranded(&table);
+            eprintln!("nothing new for {STALL:?}; queues:\n{table}");
+            if !stranded.is_empty() {
+                let moved = cluster.move_hold_queue_leaders(2);
+                eprintln!("stranded dead letters {stranded:?}; leaders moved: {moved}");
+                remedies.push(format!("hold-queue leaders moved ({stranded:?} stranded)"));
+            }
+            since = tokio::time::Instant::now();
         }
         if tokio::time::Instant::now() >= deadline {
             let (records, refused) = (format!("{DONE}.dead"), format!("{WORK}.dead"));
@@ -216,12 +303,14 @@ async fn wait_for_every_outcome(
             }
             panic!(
                 "within {limit:?}: {completed} of {} jobs completed, {} of {} dead-lettered; \
-                 ready: {}; dead letters the policy did not cause: {others:?}; the host's \
-                 last warnings:\n{}\nits log ends with:\n{}",
+                 ready: {}; dead letters the policy did not cause: {others:?}; every queue \
+                 (name, messages, ready, unacknowledged, consumers):\n{}\nthe host's last \
+                 warnings:\n{}\nits log ends with:\n{}",
                 completes.len(),
                 dies.intersection(&dead_ids).count(),
                 dies.len(),
                 depths.join(", "),
+                cluster.queue_table(2),
                 host.last_matching(30, |l| {
                     (l.contains("WARN") || l.contains("ERROR")) && !l.contains("ledger record")
                 }),
@@ -354,7 +443,8 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
         "the last fault lands mid-run: every job was recorded already (raise JOBHOST_FAULT_JOBS)"
     );
 
-    let dead = wait_for_every_outcome(
+    let Outcomes { dead, remedies } = wait_for_every_outcome(
+        &cluster,
         &host_b,
         &mut ledger,
         &mut depth,
@@ -366,7 +456,9 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
     let b_completed = host_b.completions();
     let released = host_a.released_overdue() + host_b.released_overdue();
 
-    let row = row(&ledger, &ids, &completes, &dead, &faults);
+    // The table names the remedies beside the faults, so a run that needed one says so.
+    let events: Vec<String> = faults.iter().chain(&remedies).cloned().collect();
+    let row = row(&ledger, &ids, &completes, &dead, &events);
     let table = Table(vec![row]);
     println!("\n{table}");
     let row = &table.0[0];
@@ -411,6 +503,21 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
         duplicated <= bound,
         "{duplicated} duplicates, more than at-least-once explains ({bound})"
     );
+}
+
+/// The hold queues of a [`Cluster::queue_table`] that hold messages neither ready nor
+/// unacknowledged (dead letters waiting for a worker), with how many.
+fn stranded(table: &str) -> Vec<(String, u64)> {
+    table
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            let count = |i: usize| fields.get(i)?.trim().parse::<u64>().ok();
+            let waiting = count(1)?.checked_sub(count(2)? + count(3)?)?;
+            (fields[0].contains(".deferred.") && waiting > 0)
+                .then(|| (fields[0].to_owned(), waiting))
+        })
+        .collect()
 }
 
 /// Queue depths, read on a node no fault touches.
