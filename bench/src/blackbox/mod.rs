@@ -9,7 +9,9 @@
 //! 4. The `jobhost run` binary of the same build profile, with the `noop-wide` fixture
 //!    alone in its plugin directory and its default settings. The host has no prefetch
 //!    flag: a queue's prefetch is its plugin's, and `noop-wide` is the no-op on queue
-//!    `bench.wide.noop` with prefetch 200.
+//!    `bench.wide.noop` with prefetch 200. `JOBHOST_BENCH_FIXTURE=noop-busy` serves the
+//!    same queue with a plugin that spends about 0.6 ms of CPU per job instead, and
+//!    `JOBHOST_BIN` names another binary (a wrapper that adds flags, say).
 //!
 //! # Per contender and round
 //! 1. Delete `bench.wide.noop` (and its dead-letter and hold queues), declare it as the
@@ -46,8 +48,14 @@ use crate::units::{engine, load_fixture};
 use consumer::Peer;
 use process::{Consumer, Depth};
 
-/// The fixture `jobhost run` serves: the no-op on a queue with prefetch 200.
+/// The fixture `jobhost run` serves by default: the no-op on a queue with prefetch 200.
 const FIXTURE: &str = "noop-wide";
+
+/// The fixture `jobhost run` serves: `JOBHOST_BENCH_FIXTURE`, or [`FIXTURE`]. Any other must
+/// serve the same queue, as `noop-busy` does.
+fn fixture() -> String {
+    std::env::var("JOBHOST_BENCH_FIXTURE").unwrap_or_else(|_| FIXTURE.to_owned())
+}
 
 /// How long one drain may take before the scenario is called stuck.
 const DEADLINE: Duration = Duration::from_secs(600);
@@ -67,12 +75,13 @@ impl Contender {
         Self::Jobhost,
     ];
 
-    fn label(self, prefetch: u16) -> String {
+    fn label(self, prefetch: u16, fixture: &str) -> String {
         let who = match self {
-            Self::Peer(Peer::Raw) => "raw lapin consume+ack (process)",
-            Self::Peer(Peer::Queuey) => "queuey 1.x native no-op (process)",
-            Self::Peer(Peer::Floor) => "raw lapin, `multiple` acks, no task (process)",
-            Self::Jobhost => "`jobhost run` + wasm no-op, defaults",
+            Self::Peer(Peer::Raw) => "raw lapin consume+ack (process)".into(),
+            Self::Peer(Peer::Queuey) => "queuey 1.x native no-op (process)".into(),
+            Self::Peer(Peer::Floor) => "raw lapin, `multiple` acks, no task (process)".into(),
+            Self::Jobhost if fixture == FIXTURE => "`jobhost run` + wasm no-op, defaults".into(),
+            Self::Jobhost => format!("`jobhost run` + `{fixture}`, defaults"),
         };
         format!("blackbox p{prefetch}: {who}")
     }
@@ -140,13 +149,13 @@ struct Host {
 }
 
 impl Host {
-    fn new(binary: PathBuf) -> anyhow::Result<Self> {
+    fn new(binary: PathBuf, fixture: &str) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let plugins = dir.path().join("plugins");
         std::fs::create_dir(&plugins)?;
         std::fs::copy(
-            jobhost_fixtures::wasm(FIXTURE),
-            plugins.join(format!("{FIXTURE}.wasm")),
+            jobhost_fixtures::wasm(fixture),
+            plugins.join(format!("{fixture}.wasm")),
         )?;
         Ok(Self { binary, dir })
     }
@@ -208,7 +217,8 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     let url = &sizes.amqp_url;
     let jobs = sizes.rabbit_jobs;
     let binary = tokio::task::spawn_blocking(jobhost_binary).await??;
-    let plugin = load_fixture(&engine(EngineConfig::default())?, FIXTURE).await?;
+    let fixture = fixture();
+    let plugin = load_fixture(&engine(EngineConfig::default())?, &fixture).await?;
     let queue = plugin.manifest().queues[0].clone();
     let connection = amqp::connect(url)
         .await
@@ -219,7 +229,7 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         connection,
         backend: amqp::jobhost_backend(url).await?,
         queue,
-        host: Host::new(binary.clone())?,
+        host: Host::new(binary.clone(), &fixture)?,
     };
     // Rounds interleave the contenders, so that load from elsewhere on the machine does
     // not land on one of them only; each row is the median round.
@@ -233,7 +243,8 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     bench.backend.close().await;
 
     let prefetch = bench.queue.prefetch;
-    let row = |rounds: Rounds, contender: Contender| rounds.row(contender.label(prefetch));
+    let row =
+        |rounds: Rounds, contender: Contender| rounds.row(contender.label(prefetch, &fixture));
     let [raw, queuey, floor, host] = rounds;
     let [raw, queuey, floor, host] = [
         row(raw, Contender::ALL[0]),
@@ -250,7 +261,7 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     Ok(Report {
         rows,
         details: vec![format!(
-            "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{FIXTURE}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin (acking each delivery; and the floor, acking 50 at a time with `multiple`) and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
+            "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{fixture}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin (acking each delivery; and the floor, acking 50 at a time with `multiple`) and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
             queue = bench.queue.name,
             rounds = sizes.rounds,
             binary = binary.display(),
