@@ -51,8 +51,9 @@ use process::{Consumer, Depth};
 /// The fixture `jobhost run` serves by default: the no-op on a queue with prefetch 200.
 const FIXTURE: &str = "noop-wide";
 
-/// The fixture `jobhost run` serves: `JOBHOST_BENCH_FIXTURE`, or [`FIXTURE`]. Any other must
-/// serve the same queue, as `noop-busy` does.
+/// The fixture `jobhost run` serves: `JOBHOST_BENCH_FIXTURE`, or [`FIXTURE`]. The queue is
+/// the fixture's first and is filled with `noop.Noop` jobs, so another fixture must run
+/// those there, as `noop-busy` does.
 fn fixture() -> String {
     std::env::var("JOBHOST_BENCH_FIXTURE").unwrap_or_else(|_| FIXTURE.to_owned())
 }
