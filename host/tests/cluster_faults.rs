@@ -36,7 +36,8 @@ mod support;
 mod table;
 
 use std::collections::{BTreeMap, HashSet};
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,14 +111,19 @@ impl Cluster {
         })
     }
 
-    fn ctl(&self, node: usize, args: &[&str]) {
-        let output = Command::new(&self.ctl)
+    /// Run `tool` (`rabbitmqctl`, or `rabbitmq-queues` beside it) against `node`.
+    fn run(&self, tool: &str, node: usize, args: &[&str]) -> Output {
+        Command::new(Path::new(&self.ctl).with_file_name(tool))
             .env("HOME", &self.dir)
             .arg("-n")
             .arg(&self.nodes[node])
             .args(args)
             .output()
-            .expect("rabbitmqctl runs");
+            .unwrap_or_else(|error| panic!("{tool} does not run: {error}"))
+    }
+
+    fn ctl(&self, node: usize, args: &[&str]) {
+        let output = self.run("rabbitmqctl", node, args);
         assert!(
             output.status.success(),
             "rabbitmqctl -n {} {args:?} failed: {}",
@@ -129,16 +135,13 @@ impl Cluster {
     /// Wait (at most `limit`) until losing `node` leaves every quorum queue a majority:
     /// a node just started again holds replicas that must catch up first.
     async fn await_not_quorum_critical(&self, node: usize, limit: Duration) {
-        let queues = std::path::Path::new(&self.ctl).with_file_name("rabbitmq-queues");
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let output = Command::new(&queues)
-                .env("HOME", &self.dir)
-                .arg("-n")
-                .arg(&self.nodes[node])
-                .arg("check_if_node_is_quorum_critical")
-                .output()
-                .expect("rabbitmq-queues runs");
+            let output = self.run(
+                "rabbitmq-queues",
+                node,
+                &["check_if_node_is_quorum_critical"],
+            );
             if output.status.success() {
                 return;
             }
@@ -156,19 +159,8 @@ impl Cluster {
     /// messages (all, ready, unacknowledged) and consumers, which tells a job waiting in a
     /// hold queue, delivered to a consumer or stranded by the broker from one that is lost.
     fn queue_table(&self, node: usize) -> String {
-        let output = Command::new(&self.ctl)
-            .env("HOME", &self.dir)
-            .args(["-n", &self.nodes[node], "-q", "-t", "30", "list_queues"])
-            .args(QUEUE_COLUMNS)
-            .output();
-        match output {
-            Ok(output) => format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
-            Err(error) => format!("rabbitmqctl list_queues did not run: {error}"),
-        }
+        let list = ["-q", "-t", "30", "list_queues"];
+        said(&self.run("rabbitmqctl", node, &[&list[..], &QUEUE_COLUMNS].concat()))
     }
 
     /// Move `queue`'s leader to node `to`, with README's command for one queue, through
@@ -180,16 +172,9 @@ impl Cluster {
         let command = format!(
             r#"{{ok, Q}} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{queue}">>)), rabbit_quorum_queue:transfer_leadership(Q, {to})."#
         );
-        let output = Command::new(&self.ctl)
-            .env("HOME", &self.dir)
-            .args(["-n", &self.nodes[node], "eval", &command])
-            .output()
-            .expect("rabbitmqctl runs");
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout).trim(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )
+        said(&self.run("rabbitmqctl", node, &["eval", &command]))
+            .trim()
+            .to_owned()
     }
 
     /// SIGKILL the node's Erlang VM: no goodbye to its peers or clients.
@@ -508,6 +493,15 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
         duplicated <= bound,
         "{duplicated} duplicates, more than at-least-once explains ({bound})"
     );
+}
+
+/// What a command printed: its standard output, then its standard error.
+fn said(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 /// A hold queue holding messages that are neither ready nor unacknowledged: dead letters
