@@ -25,6 +25,28 @@ pub(crate) fn cpu_of(pid: u32) -> anyhow::Result<Duration> {
     read_stat(&format!("/proc/{pid}/stat"))
 }
 
+/// The local broker's process, whose CPU a black-box drain also reads:
+/// `JOBHOST_BENCH_BROKER_PID`, or the one process named `beam.smp` (RabbitMQ's Erlang VM)
+/// when there is exactly one. `None` when the broker runs elsewhere or several nodes run
+/// here (a cluster), where no one process is "the broker".
+pub(crate) fn broker_pid() -> Option<u32> {
+    if let Ok(pid) = std::env::var("JOBHOST_BENCH_BROKER_PID") {
+        return pid.trim().parse().ok();
+    }
+    let beams: Vec<u32> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim_end() == "beam.smp")
+        })
+        .collect();
+    match beams[..] {
+        [pid] => Some(pid),
+        _ => None,
+    }
+}
+
 fn read_stat(path: &str) -> anyhow::Result<Duration> {
     let stat = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     parse_stat(&stat).with_context(|| format!("parsing {path}: {stat:?}"))

@@ -18,7 +18,9 @@
 //!    fixture does, fill it with the round's no-op jobs through jobhost's publisher
 //!    (persistent, confirmed, pipelined), as the in-process `rabbitmq` scenario does.
 //! 2. Start the consumer, then measure it as [`process`] says: from its first delivery to
-//!    its last completion, wall clock and the process's CPU.
+//!    its last completion, wall clock and the process's CPU, and the broker's CPU over the
+//!    same span when the broker runs here ([`crate::cpu::broker_pid`]): the broker shares
+//!    the machine's cores, so what a consumer makes it spend per job bounds the drain too.
 //! 3. Stop it with `SIGTERM`.
 //!
 //! The queue's name is the fixture's, fixed: two runs of this scenario at once on one
@@ -43,7 +45,7 @@ use crate::Sizes;
 use crate::amqp;
 use crate::memory::noop_envelope;
 use crate::rabbit::{Drained, Rounds, WIDE_TARGETS, versus};
-use crate::report::{Report, Samples};
+use crate::report::{Report, Row, Samples};
 use crate::units::{engine, load_fixture};
 use consumer::Peer;
 use process::{Consumer, Depth};
@@ -96,11 +98,18 @@ struct Bench {
     queue: QueueConfig,
     depth: Depth,
     host: Host,
+    /// The broker's process, when it runs on this machine.
+    broker: Option<u32>,
 }
 
 impl Bench {
-    /// Refill the queue with `jobs` jobs, drain it with `contender`, stop it.
-    async fn drain(&self, contender: Contender, jobs: usize) -> anyhow::Result<Drained> {
+    /// Refill the queue with `jobs` jobs, drain it with `contender`, stop it; what it cost
+    /// the consumer, and the broker's CPU per job where it is known.
+    async fn drain(
+        &self,
+        contender: Contender,
+        jobs: usize,
+    ) -> anyhow::Result<(Drained, Option<Duration>)> {
         amqp::delete(&self.connection, &self.queue.name).await?;
         self.backend.declare(&self.queue).await?;
         amqp::fill(
@@ -112,15 +121,19 @@ impl Bench {
             Contender::Peer(peer) => Consumer::spawn(self.peer_command(peer, jobs)?, None, None)?,
             Contender::Jobhost => self.host.spawn(&self.url)?,
         };
-        let spent = consumer
-            .measure(&self.depth, &self.queue.name, jobs)
+        let measured = consumer
+            .measure(&self.depth, &self.queue.name, jobs, self.broker)
             .await
             .with_context(|| format!("measuring {contender:?}"))?;
         consumer
             .stop(matches!(contender, Contender::Jobhost))
             .await
             .with_context(|| format!("stopping {contender:?}"))?;
-        Ok(Drained::new(jobs, spent, Samples::default()))
+        let per_job = u32::try_from(jobs.max(1))?;
+        Ok((
+            Drained::new(jobs, measured.consumer, Samples::default()),
+            measured.broker_cpu.map(|cpu| cpu / per_job),
+        ))
     }
 
     /// This binary's hidden subcommand running `peer` on the queue.
@@ -183,6 +196,27 @@ impl Host {
     }
 }
 
+/// The broker's CPU per job while each contender drained (median round), and the host's
+/// against queuey's; none when the broker's process is not known.
+fn broker_rows(broker: [Vec<Duration>; 4], prefetch: u16, fixture: &str) -> Vec<Row> {
+    let rows: Vec<Row> = broker
+        .into_iter()
+        .zip(Contender::ALL)
+        .filter_map(|(mut cpu, contender)| {
+            cpu.sort_unstable();
+            let median = *cpu.get(cpu.len() / 2)?;
+            let label = format!("{}, broker cpu/job", contender.label(prefetch, fixture));
+            Some(Row::new(label, None, Samples::default()).cpu(Some(median)))
+        })
+        .collect();
+    let [_, queuey, _, host] = &rows[..] else {
+        return rows;
+    };
+    let mut versus = host.cpu_against(queuey, None);
+    versus.scenario.clone_from(&host.scenario);
+    rows.iter().cloned().chain([versus]).collect()
+}
+
 /// A loopback address whose port was free a moment ago.
 fn free_port() -> anyhow::Result<std::net::SocketAddr> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
@@ -231,13 +265,18 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         backend: amqp::jobhost_backend(url).await?,
         queue,
         host: Host::new(binary.clone(), &fixture)?,
+        broker: crate::cpu::broker_pid(),
     };
     // Rounds interleave the contenders, so that load from elsewhere on the machine does
     // not land on one of them only; each row is the median round.
     let mut rounds: [Rounds; 4] = Default::default();
+    let mut broker: [Vec<Duration>; 4] = Default::default();
     for _ in 0..sizes.rounds {
-        for (rounds, contender) in rounds.iter_mut().zip(Contender::ALL) {
-            rounds.push(bench.drain(contender, jobs).await?);
+        for ((rounds, broker), contender) in rounds.iter_mut().zip(&mut broker).zip(Contender::ALL)
+        {
+            let (drained, broker_cpu) = bench.drain(contender, jobs).await?;
+            rounds.push(drained);
+            broker.extend(broker_cpu);
         }
     }
     amqp::delete(&bench.connection, &bench.queue.name).await?;
@@ -259,13 +298,25 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     let mut rows = versus(host, raw, queuey, &WIDE_TARGETS);
     rows.insert(2, floor);
     rows.insert(3, floor_cpu);
+    rows.extend(broker_rows(broker, prefetch, &fixture));
     Ok(Report {
         rows,
-        details: vec![format!(
-            "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{fixture}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin (acking each delivery; and the floor, acking 50 at a time with `multiple`) and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
-            queue = bench.queue.name,
-            rounds = sizes.rounds,
-            binary = binary.display(),
-        )],
+        details: vec![
+            format!(
+                "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{fixture}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin (acking each delivery; and the floor, acking 50 at a time with `multiple`) and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
+                queue = bench.queue.name,
+                rounds = sizes.rounds,
+                binary = binary.display(),
+            ),
+            broker_detail(bench.broker),
+        ],
     })
+}
+
+/// Where the broker rows come from, or why there are none.
+fn broker_detail(broker: Option<u32>) -> String {
+    match broker {
+        Some(pid) => format!("blackbox: broker cpu/job is the user + system CPU of the broker's process (pid {pid}, all its threads) over the same span as the consumer's, divided by the jobs: what that consumer made the broker spend, on the cores they share"),
+        None => "blackbox: no broker cpu/job: no single `beam.smp` process on this machine (set JOBHOST_BENCH_BROKER_PID to name it)".to_owned(),
+    }
 }

@@ -9,7 +9,8 @@
 //!   job by its own count: `jobhost_jobs_total{outcome="completed"}` on `jobhost run`'s
 //!   `/metrics`, the child's [`DRAINED`] line.
 //! - A sample is the wall clock and the process's user + system CPU from
-//!   `/proc/<pid>/stat`, all threads.
+//!   `/proc/<pid>/stat`, all threads; and, where the broker runs on this machine, the
+//!   broker's CPU the same way, so a drain also says what it cost the broker.
 //! - Stopping is `SIGTERM`; `jobhost run` drains gracefully and must exit 0, a child dies
 //!   of the signal. A process left behind by an error is killed when its handle drops.
 
@@ -51,6 +52,14 @@ pub(super) enum Completion {
     Metrics(SocketAddr),
     /// A child's stdout, where [`DRAINED`] comes.
     Line(tokio::io::Lines<BufReader<ChildStdout>>),
+}
+
+/// What a drain cost, from its first delivery to its last completion.
+pub(super) struct Measured {
+    /// The consumer's wall clock and CPU.
+    pub(super) consumer: Spent,
+    /// The broker's CPU over the same span, where its process is known.
+    pub(super) broker_cpu: Option<Duration>,
 }
 
 /// A started consumer process.
@@ -97,32 +106,39 @@ impl Consumer {
         })
     }
 
-    /// The wall clock and the process's CPU now.
-    fn sample(&self) -> anyhow::Result<(Instant, Duration)> {
-        Ok((Instant::now(), cpu_of(self.pid)?))
+    /// The wall clock, the process's CPU and `broker`'s CPU now.
+    fn sample(&self, broker: Option<u32>) -> anyhow::Result<(Instant, Duration, Option<Duration>)> {
+        let broker_cpu = broker.map(cpu_of).transpose()?;
+        Ok((Instant::now(), cpu_of(self.pid)?, broker_cpu))
     }
 
-    /// Wait for the drain of `jobs` jobs from `queue` and return what it cost, from the
-    /// first delivery to the last completion.
+    /// Wait for the drain of `jobs` jobs from `queue` and return what it cost the consumer
+    /// and the `broker` process, from the first delivery to the last completion.
     pub(super) async fn measure(
         &mut self,
         depth: &Depth,
         queue: &str,
         jobs: usize,
-    ) -> anyhow::Result<Spent> {
+        broker: Option<u32>,
+    ) -> anyhow::Result<Measured> {
         let jobs_u32 = u32::try_from(jobs)?;
         self.poll_until(depth, queue, STARTUP, |ready| ready < jobs_u32)
             .await
             .context("waiting for the consumer's first delivery")?;
-        let (started, cpu_at_start) = self.sample()?;
+        let (started, cpu_at_start, broker_at_start) = self.sample(broker)?;
         self.poll_until(depth, queue, DEADLINE, |ready| ready == 0)
             .await
             .context("waiting for the queue to empty")?;
         self.completed(jobs as u64).await?;
-        let (ended, cpu_at_end) = self.sample()?;
-        Ok(Spent {
-            wall: ended - started,
-            cpu: cpu_at_end.saturating_sub(cpu_at_start),
+        let (ended, cpu_at_end, broker_at_end) = self.sample(broker)?;
+        Ok(Measured {
+            consumer: Spent {
+                wall: ended - started,
+                cpu: cpu_at_end.saturating_sub(cpu_at_start),
+            },
+            broker_cpu: broker_at_start
+                .zip(broker_at_end)
+                .map(|(start, end)| end.saturating_sub(start)),
         })
     }
 

@@ -49,7 +49,7 @@ impl RabbitMqConsumer {
         prefetch: u16,
     ) -> Result<Self, BrokerError> {
         let subscription = link
-            .run(|session| subscribe(session, queue, prefetch))
+            .run(|session| subscribe(session, queue, prefetch, &link))
             .await?;
         Ok(Self {
             link,
@@ -65,7 +65,7 @@ impl RabbitMqConsumer {
         let mut failures = 0;
         loop {
             let session = self.link.session().await?;
-            match subscribe(session, &self.queue, self.prefetch).await {
+            match subscribe(session, &self.queue, self.prefetch, &self.link).await {
                 Ok(subscription) => return Ok(subscription),
                 Err(Failure::Final(error)) => {
                     tracing::error!(queue = %self.queue, %error, "resubscribing failed")
@@ -81,10 +81,12 @@ impl RabbitMqConsumer {
     }
 }
 
+/// Consume `queue` on a new channel of `session`, its settling task tracked by `link`.
 async fn subscribe(
     session: Arc<Session>,
     queue: &str,
     prefetch: u16,
+    link: &Link,
 ) -> Result<Subscription, Failure> {
     let channel = session.channel().await.map_err(Failure::Lost)?;
     channel
@@ -100,10 +102,11 @@ async fn subscribe(
         )
         .await
         .map_err(|error| Failure::classify(queue, error))?;
+    let channel = Arc::new(channel);
     Ok(Subscription {
-        channel: Arc::new(channel),
+        acks: acks::start(queue, prefetch, Arc::clone(&channel), &link.settling),
+        channel,
         consumer,
-        acks: acks::start(queue),
     })
 }
 
@@ -125,7 +128,6 @@ impl Consumer for RabbitMqConsumer {
                     return Some(RabbitMqDelivery {
                         delivery,
                         acks: subscription.acks.clone(),
-                        _channel: Arc::clone(&subscription.channel),
                     });
                 }
                 Some(Err(error)) => {
@@ -170,14 +172,14 @@ impl Consumer for RabbitMqConsumer {
     }
 }
 
-/// A message taken from a work queue. It keeps its channel open until settled, because
-/// the broker requeues whatever is unacked on a channel that closes. Its settlement goes
-/// through the channel's settling task (see `acks`), which coalesces acks.
+/// A message taken from a work queue. Its settlement goes through the channel's settling
+/// task (see `acks`), which coalesces acks; the delivery keeps that task, and so its
+/// channel, open until settled, because the broker requeues whatever is unacked on a
+/// channel that closes.
 #[derive(Debug)]
 pub struct RabbitMqDelivery {
     delivery: AmqpDelivery,
     acks: AckSender,
-    _channel: Arc<Channel>,
 }
 
 impl RabbitMqDelivery {

@@ -10,7 +10,9 @@
 //!   the next session instead of failing, for at most the outage timeout;
 //! - with several broker nodes (a cluster), the first reachable one in the list is used,
 //!   and each reconnection attempt goes to the node after the one tried last, so a node
-//!   that is gone costs one attempt of the backoff, not the whole outage.
+//!   that is gone costs one attempt of the backoff, not the whole outage;
+//! - closing waits (up to [`SETTLE_GRACE`]) for the consumers' settling tasks to send their
+//!   last acks, so a graceful stop does not hand back jobs that were done.
 
 use std::future::Future;
 use std::pin::pin;
@@ -21,6 +23,7 @@ use futures_core::Stream;
 use jobhost_sdk::QueueConfig;
 use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, sleep, timeout_at};
+use tokio_util::task::TaskTracker;
 
 use super::RabbitMqOptions;
 use super::depth::HoldQueues;
@@ -31,6 +34,10 @@ use crate::broker::BrokerError;
 /// How often the supervisor looks at the connection even when nothing reported a
 /// failure, because not every way a connection ends raises an event.
 const HEALTH_CHECK: Duration = Duration::from_secs(1);
+
+/// How long closing waits for the settling tasks' last frames: one write each, unless
+/// the connection is already gone, when they fail at once.
+const SETTLE_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 enum State {
@@ -50,6 +57,8 @@ pub(super) struct Link {
     topology: Mutex<Vec<QueueConfig>>,
     /// The hold queues published into, whose messages a depth counts.
     pub(super) holds: HoldQueues,
+    /// The settling tasks of the consumers' channels (see `acks`), which closing waits for.
+    pub(super) settling: TaskTracker,
     wake: Notify,
 }
 
@@ -84,6 +93,7 @@ impl Link {
             state: watch::Sender::new(State::Up(Arc::new(session))),
             topology: Mutex::new(Vec::new()),
             holds: HoldQueues::default(),
+            settling: TaskTracker::new(),
             wake: Notify::new(),
         }))
     }
@@ -174,7 +184,23 @@ impl Link {
     /// connection closes.
     pub(super) async fn close(&self) {
         if let Some(session) = self.shut() {
+            self.settled().await;
             session.close().await;
+        }
+    }
+
+    /// Wait, up to [`SETTLE_GRACE`], until every settling task has sent its last frame.
+    /// A task ends once its channel's deliveries and consumer are all gone.
+    pub(super) async fn settled(&self) {
+        self.settling.close();
+        if tokio::time::timeout(SETTLE_GRACE, self.settling.wait())
+            .await
+            .is_err()
+        {
+            tracing::debug!(
+                tasks = self.settling.len(),
+                "closing before every settlement was sent; the broker redelivers what was not"
+            );
         }
     }
 

@@ -162,7 +162,11 @@ impl Drop for RabbitMqBackend {
         if let Some(session) = self.link.shut()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            runtime.spawn(async move { session.close().await });
+            let link = Arc::clone(&self.link);
+            runtime.spawn(async move {
+                link.settled().await;
+                session.close().await;
+            });
         }
     }
 }
