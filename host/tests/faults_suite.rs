@@ -1,7 +1,7 @@
-//! The fault suite: a host process SIGKILLed mid-batch, bad input on a work queue, broken
-//! plugin files, the broker closing every connection and restarting, and hostile plugins
-//! under load, each counted in a ledger kept apart from the
-//! host (see `faults_support::ledger`), ending in a summary table:
+//! The fault suite: a host process SIGKILLed mid-batch, one stopped by SIGTERM mid-batch,
+//! bad input on a work queue, broken plugin files, the broker closing every connection and
+//! restarting, and hostile plugins under load, each counted in a ledger kept apart from
+//! the host (see `faults_support::ledger`), ending in a summary table:
 //! scenario | sent | completed | lost | duplicated | dead-lettered (by reason).
 //! No job is ever lost.
 //!
@@ -26,7 +26,7 @@ use faults_support::ledger::{DONE_QUEUE, Ledger, WORK_QUEUE};
 use faults_support::process::HostProcess;
 use faults_support::table::Table;
 use faults_support::{
-    bad_input, broken_plugins, broker_faults, hostile, hostile_messages, job_count, sigkill,
+    bad_input, broken_plugins, broker_faults, hostile, hostile_messages, job_count, stops,
 };
 use support::worker::fixture_queues;
 use support::{backend, unique};
@@ -50,7 +50,10 @@ async fn no_fault_loses_a_job_and_the_ledger_accounts_for_every_one() {
 
     table
         .0
-        .push(sigkill::run(&mut host, dir.path(), &mut ledger, &publisher, jobs).await);
+        .push(stops::killed(&mut host, dir.path(), &mut ledger, &publisher, jobs).await);
+    table
+        .0
+        .push(stops::terminated(&mut host, dir.path(), &mut ledger, &publisher, jobs).await);
     table.0.push(bad_input::run(&mut ledger, jobs / 10).await);
     table
         .0

@@ -106,7 +106,12 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
             let backend = RabbitMqBackend::connect(&url, options)
                 .await
                 .context("cannot connect to RabbitMQ")?;
-            app::run(Arc::new(backend), admin, config, shutdown).await?;
+            let backend = Arc::new(backend);
+            let served = app::run(Arc::clone(&backend), admin, config, shutdown).await;
+            // Acks go out in batches: closing here, before the runtime ends, sends the
+            // last of them, so a stopped host hands back no job it finished.
+            backend.close().await;
+            served?;
         }
         None => {
             warn_memory_backend();

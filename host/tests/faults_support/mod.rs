@@ -1,5 +1,5 @@
 //! The fault suite's parts: an independent ledger of outcomes read from the broker, the
-//! summary table, a `jobhost run` process that can be killed, and one module per scenario.
+//! summary table, a `jobhost run` process that can be stopped or killed, and one module per scenario.
 
 pub(crate) mod bad_input;
 pub(crate) mod broken_plugins;
@@ -8,7 +8,7 @@ pub(crate) mod hostile;
 pub(crate) mod hostile_messages;
 pub(crate) mod ledger;
 pub(crate) mod process;
-pub(crate) mod sigkill;
+pub(crate) mod stops;
 pub(crate) mod table;
 
 /// Jobs per scenario unless `JOBHOST_FAULT_JOBS` says otherwise: "a few thousand", so the

@@ -1,9 +1,9 @@
 //! A `jobhost run` process on the test broker: its log lines collected, every wait
-//! bounded, SIGKILLed on demand and when dropped.
+//! bounded, stopped by SIGTERM or SIGKILLed on demand, SIGKILLed when dropped.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -68,6 +68,28 @@ impl HostProcess {
     pub(crate) fn kill(&mut self) {
         self.child.kill().expect("SIGKILL is delivered");
         self.child.wait().expect("the killed host is reaped");
+    }
+
+    /// SIGTERM, as a service manager stops a host, and wait at most `limit` for the exit.
+    #[allow(dead_code)] // used by the fault suite, not by the cluster scenario
+    pub(crate) async fn terminate(&mut self, limit: Duration) -> ExitStatus {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "SIGTERM is delivered");
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the host's status") {
+                return status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the host did not exit within {limit:?} of SIGTERM; the log's tail:\n{}",
+                self.tail()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The host's process id.

@@ -27,6 +27,10 @@ use crate::broker::{BrokerError, HoldQueue, dead_letter_queue_name};
 /// again afterwards.
 const SPARE_CHANNELS: usize = 8;
 
+/// How long closing waits for the broker's reply: a broker that does not answer must not
+/// keep a stopping host from exiting.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// Why one try on one session failed.
 #[derive(Debug)]
 pub(super) enum Failure {
@@ -155,12 +159,17 @@ impl Session {
         self.connection.create_channel().await
     }
 
-    /// Close the connection, best effort: it may be gone already.
+    /// Close the connection, best effort: it may be gone already, or the broker may not
+    /// answer, so the wait for its reply is bounded by [`CLOSE_GRACE`].
     pub(super) async fn close(&self) {
-        if self.is_connected()
-            && let Err(error) = self.connection.close(200, "jobhost closing".into()).await
-        {
-            tracing::debug!(%error, "closing the broker connection failed");
+        if !self.is_connected() {
+            return;
+        }
+        let close = self.connection.close(200, "jobhost closing".into());
+        match tokio::time::timeout(CLOSE_GRACE, close).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::debug!(%error, "closing the broker connection failed"),
+            Err(_) => tracing::debug!(?CLOSE_GRACE, "the broker did not answer the close"),
         }
     }
 
