@@ -34,6 +34,7 @@ use support::{backend, unique};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_fault_loses_a_job_and_the_ledger_accounts_for_every_one() {
     let _cleanup = fixture_queues(&[WORK_QUEUE, DONE_QUEUE]);
+    let _hostile_cleanup = fixture_queues(&hostile_messages::QUEUES);
     let Some(publisher) = backend(&unique("faults")).await.map(Arc::new) else {
         return;
     };

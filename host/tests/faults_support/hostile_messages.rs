@@ -32,6 +32,15 @@ const REASON_BOUND: usize = 4096;
 const DEFER_QUEUE: &str = "test.bare";
 /// The flooding plugin's queue, and the floods it is sent (its payload picks one).
 const FLOOD_QUEUE: &str = "test.hostcalls";
+/// Every queue the scenario's plugins declare (`scripted` four of them), for the suite to
+/// delete before and after.
+pub(crate) const QUEUES: [&str; 5] = [
+    "test.emails",
+    DEFER_QUEUE,
+    "test.jittered",
+    "test.urgent",
+    FLOOD_QUEUE,
+];
 const FLOODS: [&str; 4] = ["job-type", "follow-ups", "log-message", "log-calls"];
 const BIG: usize = 200_000;
 
