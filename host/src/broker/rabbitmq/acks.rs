@@ -176,13 +176,8 @@ impl<A> Window<A> {
             }
             self.lowest += 1;
         }
-        if self
-            .ready
-            .as_ref()
-            .is_some_and(|ready| ready.acks >= self.batch)
-        {
-            frames.multiple = self.ready.take().map(|ready| ready.acker);
-        }
+        let batch = self.batch;
+        self.send_ready_if(frames, |ready| ready.acks >= batch);
     }
 
     /// Send what has waited long enough: alone, every ack held for [`HOLD`] or more; as a
@@ -196,11 +191,12 @@ impl<A> Window<A> {
                 frames.alone.push((acker, Frame::Ack));
             }
         }
-        if self
-            .ready
-            .as_ref()
-            .is_some_and(|ready| now.duration_since(ready.since) >= LINGER)
-        {
+        self.send_ready_if(frames, |ready| now.duration_since(ready.since) >= LINGER);
+    }
+
+    /// Name the ready acks' highest tag in the `multiple` ack, if `due` says they go now.
+    fn send_ready_if(&mut self, frames: &mut Frames<A>, due: impl FnOnce(&Ready<A>) -> bool) {
+        if self.ready.as_ref().is_some_and(due) {
             frames.multiple = self.ready.take().map(|ready| ready.acker);
         }
     }

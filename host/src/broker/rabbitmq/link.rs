@@ -184,14 +184,19 @@ impl Link {
     /// connection closes.
     pub(super) async fn close(&self) {
         if let Some(session) = self.shut() {
-            self.settled().await;
-            session.close().await;
+            self.close_session(session).await;
         }
+    }
+
+    /// Close `session`, which [`Link::shut`] returned, once the settling tasks are done.
+    pub(super) async fn close_session(&self, session: Arc<Session>) {
+        self.settled().await;
+        session.close().await;
     }
 
     /// Wait, up to [`SETTLE_GRACE`], until every settling task has sent its last frame.
     /// A task ends once its channel's deliveries and consumer are all gone.
-    pub(super) async fn settled(&self) {
+    async fn settled(&self) {
         self.settling.close();
         if tokio::time::timeout(SETTLE_GRACE, self.settling.wait())
             .await

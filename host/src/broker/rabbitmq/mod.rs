@@ -163,10 +163,7 @@ impl Drop for RabbitMqBackend {
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let link = Arc::clone(&self.link);
-            runtime.spawn(async move {
-                link.settled().await;
-                session.close().await;
-            });
+            runtime.spawn(async move { link.close_session(session).await });
         }
     }
 }
