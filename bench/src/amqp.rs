@@ -12,10 +12,11 @@ use jobhost::envelope::Envelope;
 use jobhost::policy::Granularity;
 use lapin::message::Delivery;
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions, QueueDeleteOptions,
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
-use lapin::types::FieldTable;
-use lapin::{Channel, Connection, ConnectionProperties, Consumer};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer};
 use tokio::task::JoinSet;
 
 use jobhost::worker::{Plugins, Worker, WorkerConfig};
@@ -174,6 +175,133 @@ pub(crate) async fn consume_and_ack_multiple(
     Ok(())
 }
 
+/// Consume `jobs` jobs from `queue` with `prefetch`, each failing once, in the least a
+/// lapin client can do per retry under at-least-once: a first delivery is published to
+/// `hold` (persistent, on a confirm-mode channel) and acked once the broker confirmed that
+/// publish; the second, back from the hold queue (dead-lettered, so it carries `x-death`),
+/// is acked. No envelope, no handler, no policy: the retry scenario's reference for what
+/// the broker allows a client that confirms each retry before its ack. Returns the retry
+/// publishes per second between the first confirm and the last.
+pub(crate) async fn retry_once_and_ack(
+    connection: &Connection,
+    queue: &str,
+    hold: &str,
+    prefetch: u16,
+    jobs: usize,
+) -> anyhow::Result<Option<f64>> {
+    let publisher = connection.create_channel().await?;
+    publisher
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let (channel, mut consumer) =
+        subscribe(connection, queue, prefetch, "jobhost-bench-raw-retry").await?;
+    // One task per delivery, as for `consume_and_ack`: a delivery waiting for its confirm
+    // must not hold up the next.
+    let mut settling = JoinSet::new();
+    let mut confirmed = Confirmed::default();
+    let mut finished = 0;
+    while finished < jobs {
+        let delivery = next_delivery(&mut consumer, queue).await?;
+        let retried = delivery
+            .properties
+            .headers()
+            .as_ref()
+            .is_some_and(|headers| headers.contains_key("x-death"));
+        finished += usize::from(retried);
+        let publisher = publisher.clone();
+        let hold = hold.to_owned();
+        settling.spawn(async move {
+            let mut confirmed_at = None;
+            if !retried {
+                let persistent = BasicProperties::default().with_delivery_mode(2);
+                let confirmation = publisher
+                    .basic_publish(
+                        "".into(),
+                        hold.as_str().into(),
+                        BasicPublishOptions::default(),
+                        &delivery.data,
+                        persistent,
+                    )
+                    .await?
+                    .await?;
+                anyhow::ensure!(
+                    confirmation.is_ack(),
+                    "the broker refused a retry: {confirmation:?}"
+                );
+                confirmed_at = Some(Instant::now());
+            }
+            delivery.acker.ack(BasicAckOptions::default()).await?;
+            Ok(confirmed_at)
+        });
+        while let Some(settled) = settling.try_join_next() {
+            confirmed.add(settled??);
+        }
+    }
+    while let Some(settled) = settling.join_next().await {
+        confirmed.add(settled??);
+    }
+    channel.close(200, "done".into()).await?;
+    publisher.close(200, "done".into()).await?;
+    Ok(confirmed.rate())
+}
+
+/// The confirms of [`retry_once_and_ack`]: how many, the first and the last.
+#[derive(Default)]
+struct Confirmed {
+    count: u32,
+    window: Option<(Instant, Instant)>,
+}
+
+impl Confirmed {
+    fn add(&mut self, at: Option<Instant>) {
+        let Some(at) = at else { return };
+        self.count += 1;
+        self.window = Some(
+            self.window
+                .map_or((at, at), |(first, last)| (first.min(at), last.max(at))),
+        );
+    }
+
+    /// Confirms per second between the first and the last.
+    fn rate(&self) -> Option<f64> {
+        let (first, last) = self.window?;
+        let window = last.duration_since(first).as_secs_f64();
+        (window > 0.0).then(|| f64::from(self.count) / window)
+    }
+}
+
+/// Declare `queue`'s hold queue for `ttl`: messages dead-letter back onto `queue` when
+/// they expire. Without the `x-expires` the host adds, which only a declaration renews.
+pub(crate) async fn declare_hold(
+    connection: &Connection,
+    queue: &str,
+    hold: &HoldQueue,
+) -> anyhow::Result<()> {
+    let channel = connection.create_channel().await?;
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-message-ttl".into(),
+        AMQPValue::LongLongInt(i64::try_from(hold.ttl_ms)?),
+    );
+    arguments.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString("".into()),
+    );
+    arguments.insert(
+        "x-dead-letter-routing-key".into(),
+        AMQPValue::LongString(queue.into()),
+    );
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(hold.name.as_str().into(), durable, arguments)
+        .await?;
+    let _ = channel.close(200, "done".into()).await;
+    Ok(())
+}
+
 /// A channel with `prefetch` consuming `queue` as `tag`.
 async fn subscribe(
     connection: &Connection,
@@ -222,10 +350,15 @@ pub(crate) async fn depth(connection: &Connection, queue: &str) -> anyhow::Resul
     Ok(Some(declared.message_count()))
 }
 
+/// The hold queue of `queue` for a 1 s delay, the one the retry scenarios wait in.
+pub(crate) fn one_second_hold(queue: &str) -> anyhow::Result<HoldQueue> {
+    let delay = Granularity::default().round(Duration::from_secs(1))?;
+    Ok(HoldQueue::for_delay(queue, delay))
+}
+
 /// Delete `queue`, its dead-letter queue and its 1 s hold queue, whichever exist.
 pub(crate) async fn delete(connection: &Connection, queue: &str) -> anyhow::Result<()> {
-    let hold =
-        HoldQueue::for_delay(queue, Granularity::default().round(Duration::from_secs(1))?).name;
+    let hold = one_second_hold(queue)?.name;
     for name in [queue.to_owned(), dead_letter_queue_name(queue), hold] {
         let channel = connection.create_channel().await?;
         // RabbitMQ answers a delete of a missing queue with success.

@@ -118,14 +118,6 @@ impl Row {
         }
     }
 
-    /// This row compared with a reference by an explicit ratio.
-    pub(crate) fn with_ratio(mut self, reference: &str, ratio: f64, target: Target) -> Self {
-        self.reference = Some(reference.to_owned());
-        self.ratio = Some(ratio);
-        self.target = Some(target);
-        self
-    }
-
     /// Show `tail` (e.g. 0.95) instead of p99.
     pub(crate) fn tail(mut self, tail: f64) -> Self {
         self.tail = tail;

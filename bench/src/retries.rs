@@ -1,17 +1,18 @@
 //! Retries on RabbitMQ: pre-published jobs that fail once and succeed on their second
 //! attempt after a 1 s wait, through the host (the scripted plugin's `scripted.SendEmail`,
 //! whose queue waits 1 s before the first retry) and through `queuey` 1.x (a native
-//! handler on a queue with a fixed 1 s backoff). Measured: time to drain, the peak of
+//! handler on a queue with a fixed 1 s backoff), beside raw lapin doing nothing but the
+//! retry (each first delivery published to the hold queue, confirmed, then acked): what
+//! the broker allows a client at that prefetch. Measured: time to drain, the peak of
 //! messages waiting in the hold queue, and retry publishes per second.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use jobhost::broker::{Backend, HoldQueue, RabbitMqBackend};
+use jobhost::broker::{Backend, RabbitMqBackend};
 use jobhost::envelope::Envelope;
 use jobhost::plugin::EngineConfig;
-use jobhost::policy::Granularity;
 use jobhost::worker::Plugins;
 use lapin::Connection;
 use serde_json::value::RawValue;
@@ -65,6 +66,12 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         amqp::delete(&connection, &queue).await?;
         measured?
     };
+    let raw = {
+        let queue = queue_name("raw-retry");
+        let measured = through_raw(&connection, &backend, &queue, jobs).await;
+        amqp::delete(&connection, &queue).await?;
+        measured?
+    };
     let theirs = {
         peer::name_queues(&queue_name("queuey"), &queue_name("queuey-retry"));
         let queue = queue_name("queuey-retry");
@@ -74,30 +81,28 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     };
     backend.close().await;
 
-    let rate = |drained: &Drained| crate::memory::rate(jobs, drained.elapsed);
-    let queuey = Row::new(
-        "retries: queuey 1.x, fail once",
-        Some(rate(&theirs)),
-        Samples::default(),
-    );
-    let speedup = theirs.elapsed.as_secs_f64() / ours.elapsed.as_secs_f64();
-    let host = Row::new(
-        "retries: jobhost + wasm, fail once",
-        Some(rate(&ours)),
-        ours.samples.clone(),
-    )
-    .with_ratio(&queuey.scenario, speedup, Target::RatioAtLeast(4.0));
-    let wide_speedup = theirs.elapsed.as_secs_f64() / wide.elapsed.as_secs_f64();
-    let wide_row = Row::new(
-        format!("retries: jobhost + wasm, fail once, prefetch {WIDE_PREFETCH}"),
-        Some(rate(&wide)),
-        wide.samples.clone(),
-    );
-    let wide_row = Row {
-        reference: Some(queuey.scenario.clone()),
-        ratio: Some(wide_speedup),
-        ..wide_row
+    // Each ratio is a rate over a rate, so the reference's drain time over this row's.
+    let row = |scenario: &str, drained: &Drained| {
+        Row::new(
+            scenario,
+            Some(crate::memory::rate(jobs, drained.elapsed)),
+            drained.samples.clone(),
+        )
     };
+    let queuey = row("retries: queuey 1.x, fail once", &theirs);
+    let raw_row = row(
+        "retries: raw lapin, publish + confirm + ack, fail once",
+        &raw,
+    )
+    .against(&queuey, None);
+    let host = row("retries: jobhost + wasm, fail once", &ours);
+    let host_to_ceiling = host.clone().against(&raw_row, None);
+    let host = host.against(&queuey, Some(Target::RatioAtLeast(4.0)));
+    let wide_row = row(
+        &format!("retries: jobhost + wasm, fail once, prefetch {WIDE_PREFETCH}"),
+        &wide,
+    )
+    .against(&queuey, None);
     let detail = |who: &str, drained: &Drained| {
         format!(
             "retries ({who}): {jobs} jobs drained in {:.2} s; peak {} messages in the 1 s hold queue; {} retry publishes/s",
@@ -109,12 +114,13 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         )
     };
     Ok(Report {
-        rows: vec![queuey, host, wide_row],
+        rows: vec![queuey, raw_row, host, host_to_ceiling, wide_row],
         details: vec![
             detail("jobhost", &ours),
             detail(&format!("jobhost, prefetch {WIDE_PREFETCH}"), &wide),
+            detail("raw lapin, prefetch 16", &raw),
             detail("queuey", &theirs),
-            "retries: the ratio is queuey's drain time over jobhost's; jobs/s counts jobs, not deliveries (each job is delivered twice)".to_owned(),
+            "retries: a ratio is the reference's drain time over the row's; jobs/s counts jobs, not deliveries (each job is delivered twice); raw lapin publishes each first delivery to the hold queue and acks it once confirmed, with the prefetch (16) and topology of the others".to_owned(),
         ],
     })
 }
@@ -185,6 +191,31 @@ async fn through_queuey(
     })
 }
 
+/// Raw lapin: the jobs drained by [`amqp::retry_once_and_ack`] at the prefetch queuey and
+/// the host use (16), through the same work and hold queues.
+async fn through_raw(
+    connection: &Connection,
+    backend: &Arc<RabbitMqBackend>,
+    queue: &str,
+    jobs: usize,
+) -> anyhow::Result<Drained> {
+    let config = jobhost_sdk::QueueConfig::new(queue);
+    backend.declare(&config).await?;
+    let hold = amqp::one_second_hold(queue)?;
+    amqp::declare_hold(connection, queue, &hold).await?;
+    amqp::fill(backend, (0..jobs).map(|_| flaky_envelope(queue))).await?;
+    let start = Instant::now();
+    let drained = amqp::retry_once_and_ack(connection, queue, &hold.name, config.prefetch, jobs);
+    let (drained, peak_held) = with_peak(connection, queue, drained).await;
+    let elapsed = start.elapsed();
+    Ok(Drained {
+        elapsed,
+        peak_held: peak_held?,
+        retry_publishes_per_s: drained?,
+        samples: Samples::default(),
+    })
+}
+
 /// Run `until` while sampling the depth of `queue`'s 1 s hold queue; its result and the
 /// deepest sample.
 async fn with_peak<T>(
@@ -192,9 +223,9 @@ async fn with_peak<T>(
     queue: &str,
     until: impl Future<Output = T>,
 ) -> (T, anyhow::Result<u32>) {
-    let hold = match Granularity::default().round(Duration::from_secs(1)) {
-        Ok(delay) => HoldQueue::for_delay(queue, delay).name,
-        Err(err) => return (until.await, Err(err.into())),
+    let hold = match amqp::one_second_hold(queue) {
+        Ok(hold) => hold.name,
+        Err(err) => return (until.await, Err(err)),
     };
     let done = CancellationToken::new();
     let sample = async {
