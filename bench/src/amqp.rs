@@ -23,6 +23,7 @@ use jobhost::worker::{Plugins, Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::cpu::{Spent, Stopwatch};
+use crate::events::Events;
 use crate::metered::{Meter, Metered};
 use crate::report::Samples;
 
@@ -198,7 +199,7 @@ pub(crate) async fn retry_once_and_ack(
     // One task per delivery, as for `consume_and_ack`: a delivery waiting for its confirm
     // must not hold up the next.
     let mut settling = JoinSet::new();
-    let mut confirmed = Confirmed::default();
+    let confirmed = Arc::new(Events::default());
     let mut finished = 0;
     while finished < jobs {
         let delivery = next_delivery(&mut consumer, queue).await?;
@@ -210,8 +211,8 @@ pub(crate) async fn retry_once_and_ack(
         finished += usize::from(retried);
         let publisher = publisher.clone();
         let hold = hold.to_owned();
+        let confirmed = Arc::clone(&confirmed);
         settling.spawn(async move {
-            let mut confirmed_at = None;
             if !retried {
                 let persistent = BasicProperties::default().with_delivery_mode(2);
                 let confirmation = publisher
@@ -228,46 +229,21 @@ pub(crate) async fn retry_once_and_ack(
                     confirmation.is_ack(),
                     "the broker refused a retry: {confirmation:?}"
                 );
-                confirmed_at = Some(Instant::now());
+                confirmed.record();
             }
             delivery.acker.ack(BasicAckOptions::default()).await?;
-            Ok(confirmed_at)
+            Ok(())
         });
         while let Some(settled) = settling.try_join_next() {
-            confirmed.add(settled??);
+            settled??;
         }
     }
     while let Some(settled) = settling.join_next().await {
-        confirmed.add(settled??);
+        settled??;
     }
     channel.close(200, "done".into()).await?;
     publisher.close(200, "done".into()).await?;
     Ok(confirmed.rate())
-}
-
-/// The confirms of [`retry_once_and_ack`]: how many, the first and the last.
-#[derive(Default)]
-struct Confirmed {
-    count: u32,
-    window: Option<(Instant, Instant)>,
-}
-
-impl Confirmed {
-    fn add(&mut self, at: Option<Instant>) {
-        let Some(at) = at else { return };
-        self.count += 1;
-        self.window = Some(
-            self.window
-                .map_or((at, at), |(first, last)| (first.min(at), last.max(at))),
-        );
-    }
-
-    /// Confirms per second between the first and the last.
-    fn rate(&self) -> Option<f64> {
-        let (first, last) = self.window?;
-        let window = last.duration_since(first).as_secs_f64();
-        (window > 0.0).then(|| f64::from(self.count) / window)
-    }
 }
 
 /// Declare `queue`'s hold queue for `ttl`: messages dead-letter back onto `queue` when

@@ -13,6 +13,7 @@ mod amqp;
 mod blackbox;
 mod cluster;
 mod cpu;
+mod events;
 mod http;
 mod memory;
 mod metered;

@@ -13,16 +13,16 @@ use jobhost::trace::TraceContext;
 use jobhost_sdk::QueueConfig;
 use uuid::Uuid;
 
+use crate::events::Events;
 use crate::report::Samples;
 
 /// What the worker did through a [`Metered`] backend.
 #[derive(Debug, Default)]
 pub(crate) struct Meter {
     acks: AtomicU64,
-    delayed_publishes: AtomicU64,
     latencies: Mutex<Vec<Duration>>,
-    /// First and last delayed publish, for the publish rate while retrying.
-    delayed_window: Mutex<Option<(Instant, Instant)>>,
+    /// Delayed publishes, for the publish rate while retrying.
+    delayed_publishes: Events,
     /// When each job id was last acked; only filled when asked for, because decoding
     /// every body would tax the throughput scenarios.
     acked_ids: Option<Mutex<HashMap<Uuid, Instant>>>,
@@ -41,17 +41,9 @@ impl Meter {
         self.acks.load(Ordering::Acquire)
     }
 
-    pub(crate) fn delayed_publishes(&self) -> u64 {
-        self.delayed_publishes.load(Ordering::Acquire)
-    }
-
     /// Delayed publishes per second between the first and the last of them.
     pub(crate) fn delayed_publish_rate(&self) -> Option<f64> {
-        let (first, last) = (*self.delayed_window.lock().expect("meter lock"))?;
-        let window = last.duration_since(first).as_secs_f64();
-        #[allow(clippy::cast_precision_loss)]
-        let count = self.delayed_publishes() as f64;
-        (window > 0.0).then(|| count / window)
+        self.delayed_publishes.rate()
     }
 
     /// When `job_id` was last acked.
@@ -94,10 +86,7 @@ impl Meter {
     }
 
     fn published_delayed(&self) {
-        let now = Instant::now();
-        let mut window = self.delayed_window.lock().expect("meter lock");
-        *window = Some(window.map_or((now, now), |(first, _)| (first, now)));
-        self.delayed_publishes.fetch_add(1, Ordering::Release);
+        self.delayed_publishes.record();
     }
 }
 

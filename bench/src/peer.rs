@@ -5,7 +5,7 @@
 //! a shared broker. Job names match jobhost's fixtures, so one envelope serves both.
 
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use queuey::{
@@ -13,6 +13,8 @@ use queuey::{
     async_trait,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::events::Events;
 
 /// The peer's queues; their names are set once per run by [`name_queues`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,10 +93,8 @@ pub(crate) struct Flaky {
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
     pub(crate) completed: AtomicU64,
-    pub(crate) failed: AtomicU64,
-    /// First and last failure: retries are published right after, so this is the window
-    /// of retry publishes.
-    pub(crate) failures: Mutex<Option<(Instant, Instant)>>,
+    /// Failures: retries are published right after, so their rate is the retry publishes'.
+    failures: Events,
 }
 
 impl Tally {
@@ -103,19 +103,12 @@ impl Tally {
     }
 
     fn failure(&self) {
-        let now = Instant::now();
-        let mut window = self.failures.lock().expect("tally lock");
-        *window = Some(window.map_or((now, now), |(first, _)| (first, now)));
-        self.failed.fetch_add(1, Ordering::Release);
+        self.failures.record();
     }
 
     /// Failures per second between the first and the last.
     pub(crate) fn failure_rate(&self) -> Option<f64> {
-        let (first, last) = (*self.failures.lock().expect("tally lock"))?;
-        let window = last.duration_since(first).as_secs_f64();
-        #[allow(clippy::cast_precision_loss)]
-        let failed = self.failed.load(Ordering::Acquire) as f64;
-        (window > 0.0).then(|| failed / window)
+        self.failures.rate()
     }
 }
 
