@@ -10,11 +10,15 @@
 //! - The set of consumed queues follows the [`Plugins`] registry: a newly loaded plugin's
 //!   queues are declared and consumed, a removed plugin's consumers stop (their messages
 //!   stay in the broker), and each delivery reads the registry current when it starts.
+//! - A delivery whose queue's jobs have lately been short starts in its queue's consume
+//!   loop and gets a task of its own only if it waits; others start in a task
+//!   ([`inline`]'s contract).
 //! - Shutdown stops pulling, lets the jobs already pulled finish and settle within the grace
 //!   period, and then gives up on the rest, which the broker redelivers.
 
 mod deliver;
 mod handler;
+mod inline;
 mod observe;
 mod registry;
 mod settle;
@@ -22,9 +26,11 @@ mod tally;
 mod unsettled;
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use jobhost_sdk::QueueConfig;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -34,6 +40,7 @@ use tracing::{info, warn};
 use crate::broker::{Backend, Consumer, Delivery};
 use crate::metrics::Metrics;
 use crate::policy::{Granularity, effective_timeout};
+use inline::{BusyTime, Timed};
 
 pub use handler::{BoxFuture, Handler};
 pub use registry::{Plugins, Registry, RegistryError, Route, Unit};
@@ -251,6 +258,7 @@ impl<B: Backend> ConsumeLoop<B> {
         };
         info!(queue = %self.queue.name, prefetch = self.queue.prefetch, "consuming");
         let queue: Arc<str> = self.queue.name.as_str().into();
+        let busy = BusyTime::default();
         loop {
             let delivery = tokio::select! {
                 biased;
@@ -271,21 +279,32 @@ impl<B: Backend> ConsumeLoop<B> {
                 }
                 permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
             };
-            let abandon = self.abandon.clone();
             // Boxed here, once: the delivery's future holds its settlement's publishes, and
             // spawning a task moves its future a few times (into the tracker's wrapper, into
-            // the task's cell, into `select!` at the first poll); inline, those were copies
+            // the task's cell, into `select!` at the first poll); unboxed, those were copies
             // of the whole future per job (`memmove` was 10-13% of `jobhost run`'s CPU, see
             // BENCHMARKS.md); boxed, only a pointer moves.
-            let delivering = Box::pin(deliver::deliver(
-                self.shared.clone(),
-                queue.clone(),
-                delivery,
-            ));
+            // Caught here, so that a panic of the host's own code in an inline poll ends
+            // only its delivery (which the broker redelivers), as it would in a task, and
+            // not this queue's loop.
+            let mut delivering = AssertUnwindSafe(Timed::new(
+                Box::pin(deliver::deliver(
+                    self.shared.clone(),
+                    queue.clone(),
+                    delivery,
+                )),
+                busy.clone(),
+            ))
+            .catch_unwind();
+            if busy.is_short() && futures_util::poll!(&mut delivering).is_ready() {
+                drop(permit);
+                continue;
+            }
+            let abandon = self.abandon.clone();
             self.jobs.spawn(async move {
                 // Abandoning drops the delivery unsettled, so the broker redelivers it.
                 tokio::select! {
-                    () = delivering => {},
+                    _ = delivering => {},
                     () = abandon.cancelled() => {},
                 }
                 drop(permit);
