@@ -141,6 +141,10 @@ impl<B: Backend> Backend for Metered<B> {
             meter: Arc::clone(&self.meter),
         })
     }
+
+    fn inline_limit(&self) -> Option<Duration> {
+        self.inner.inline_limit()
+    }
 }
 
 /// A consumer stamping each delivery with the time it was pulled.

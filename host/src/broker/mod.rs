@@ -61,6 +61,12 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         queue: &QueueConfig,
     ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send;
+
+    /// How long a queue's jobs may keep a thread busy, on average, and still start inside
+    /// its consume loop instead of a task of their own; `None` gives every job a task.
+    /// It pays where one thread runs such jobs faster than a consumer receives them, so a
+    /// task would only add the wake of another thread (see `worker::inline`).
+    fn inline_limit(&self) -> Option<Duration>;
 }
 
 /// A consumer of one work queue.
@@ -246,5 +252,9 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         queue: &QueueConfig,
     ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send {
         (**self).consume(queue)
+    }
+
+    fn inline_limit(&self) -> Option<Duration> {
+        (**self).inline_limit()
     }
 }

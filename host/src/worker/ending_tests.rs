@@ -195,6 +195,10 @@ impl Backend for Failing {
     async fn consume(&self, queue: &QueueConfig) -> Result<Self::Consumer, BrokerError> {
         self.inner.consume(queue).await
     }
+
+    fn inline_limit(&self) -> Option<Duration> {
+        self.inner.inline_limit()
+    }
 }
 
 /// Runs a worker on `backend` serving `unit`, counting into `metrics`, with one job

@@ -10,9 +10,9 @@
 //! - The set of consumed queues follows the [`Plugins`] registry: a newly loaded plugin's
 //!   queues are declared and consumed, a removed plugin's consumers stop (their messages
 //!   stay in the broker), and each delivery reads the registry current when it starts.
-//! - A delivery whose queue's jobs have lately been short starts in its queue's consume
-//!   loop and gets a task of its own only if it waits; others start in a task
-//!   ([`inline`]'s contract).
+//! - On a backend that allows it ([`Backend::inline_limit`]), a delivery whose queue's jobs
+//!   have lately been short starts in its queue's consume loop and gets a task of its own
+//!   only if it waits; others start in a task ([`inline`]'s contract).
 //! - Shutdown stops pulling, lets the jobs already pulled finish and settle within the grace
 //!   period, and then gives up on the rest, which the broker redelivers.
 
@@ -258,7 +258,7 @@ impl<B: Backend> ConsumeLoop<B> {
         };
         info!(queue = %self.queue.name, prefetch = self.queue.prefetch, "consuming");
         let queue: Arc<str> = self.queue.name.as_str().into();
-        let busy = BusyTime::default();
+        let busy = BusyTime::new(self.shared.backend.inline_limit());
         loop {
             let delivery = tokio::select! {
                 biased;

@@ -239,6 +239,12 @@ impl Backend for MemoryBackend {
             notify,
         })
     }
+
+    /// In memory a consumer receives deliveries as fast as any thread can run them, so
+    /// every job gets a task and the runtime's threads run them side by side.
+    fn inline_limit(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// A consumer of one in-memory work queue, holding at most `prefetch` unsettled deliveries.
