@@ -8,11 +8,12 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jobhost::broker::RabbitMqOptions;
 use lapin::types::AMQPValue;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use support::worker::{Running, eventually, fixture_queues, publish};
-use support::{PATIENCE, backend, raw_channel, ready, take, unique, within};
+use support::{PATIENCE, backend, backend_with, raw_channel, ready, take, unique, within};
 
 /// Held by each test of this file: the fixture plugins consume fixed queue names (the
 /// `scripted` plugin all four of its own), so two of these workers at once would take each
@@ -328,6 +329,48 @@ async fn the_typed_producer_enqueues_now_later_and_deferred_through_the_broker()
         "a producer's deferral returns at the queue's top priority"
     );
     assert_eq!(find("later").priority, 0);
+    running.stop().await;
+    backend.close().await;
+}
+
+/// A queue of short jobs runs them in its consume loop (`worker::inline`); one that turns
+/// out to keep the CPU busy must not hold up the jobs behind it for longer than the
+/// engine's epoch tick, where its guest yields and it continues as a task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_jobs_behind_a_cpu_heavy_one_on_their_queue_run_while_it_still_runs() {
+    let _queues = FIXTURE_QUEUES.lock().await;
+    let _cleanup = fixture_queues(&["test.emails", "test.bare", "test.jittered", "test.urgent"]);
+    // A limit that a debug build's short jobs keep too: 50 µs is for release builds.
+    let options = RabbitMqOptions::default()
+        .connection_name(unique("heavy"))
+        .inline_limit(Some(Duration::from_millis(20)));
+    let Some(backend) = backend_with(options).await.map(Arc::new) else {
+        return;
+    };
+    let running = Running::start(backend.clone(), "scripted").await;
+    let short = |n: usize| format!("short-{n}@example.com");
+    let bare = |payload| publish(&backend, "scripted.BareJob", "test.bare", payload);
+    // Short jobs first, so the queue counts as one of short jobs when the heavy one comes.
+    for n in 0..10 {
+        bare(json!({"key": short(n)})).await;
+    }
+    bare(json!({"key": "heavy@example.com", "busy_ms": 6_000})).await;
+    for n in 10..30 {
+        bare(json!({"key": short(n)})).await;
+    }
+
+    let log = running.log.clone();
+    eventually(PATIENCE, "every short job to run", || async {
+        (0..30).all(|n| log.attempts_of(&short(n)) == vec![1])
+    })
+    .await;
+    // Its log lines come out when it ends; the broker tells that it was delivered and is
+    // not settled yet.
+    assert_eq!(
+        unacked("test.bare"),
+        1,
+        "the heavy job still runs, 6 s of CPU, while the 20 short jobs published after it have run"
+    );
     running.stop().await;
     backend.close().await;
 }

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use jobhost_sdk::QueueConfig;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -279,38 +279,49 @@ impl<B: Backend> ConsumeLoop<B> {
                 }
                 permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
             };
-            // Boxed here, once: the delivery's future holds its settlement's publishes, and
-            // spawning a task moves its future a few times (into the tracker's wrapper, into
-            // the task's cell, into `select!` at the first poll); unboxed, those were copies
-            // of the whole future per job (`memmove` was 10-13% of `jobhost run`'s CPU, see
-            // BENCHMARKS.md); boxed, only a pointer moves.
-            // Caught here, so that a panic of the host's own code in an inline poll ends
-            // only its delivery (which the broker redelivers), as it would in a task, and
-            // not this queue's loop.
-            let mut delivering = AssertUnwindSafe(Timed::new(
-                Box::pin(deliver::deliver(
-                    self.shared.clone(),
-                    queue.clone(),
-                    delivery,
-                )),
-                busy.clone(),
-            ))
-            .catch_unwind();
-            if busy.is_short() && futures_util::poll!(&mut delivering).is_ready() {
-                drop(permit);
-                continue;
-            }
-            let abandon = self.abandon.clone();
-            self.jobs.spawn(async move {
-                // Abandoning drops the delivery unsettled, so the broker redelivers it.
-                tokio::select! {
-                    _ = delivering => {},
-                    () = abandon.cancelled() => {},
-                }
-                drop(permit);
-            });
+            self.start(delivery, &queue, &busy, permit).await;
         }
         consumer.close().await;
+    }
+
+    /// Run `delivery` here up to its first wait if its queue's jobs are short, and in a
+    /// task of its own from there (or from the start), holding `permit` until it is done.
+    async fn start(
+        &self,
+        delivery: <B::Consumer as Consumer>::Delivery,
+        queue: &Arc<str>,
+        busy: &BusyTime,
+        permit: OwnedSemaphorePermit,
+    ) {
+        // Boxed here, once: the delivery's future holds its settlement's publishes, and
+        // spawning a task moves its future a few times (into the tracker's wrapper, into
+        // the task's cell, into `select!` at the first poll); unboxed, those were copies
+        // of the whole future per job (`memmove` was 10-13% of `jobhost run`'s CPU, see
+        // BENCHMARKS.md); boxed, only a pointer moves.
+        // Panics are caught here, so that one of the host's own code in an inline poll
+        // ends only its delivery (which the broker redelivers), as it would in a task, and
+        // not this queue's loop.
+        let mut delivering = AssertUnwindSafe(Timed::new(
+            Box::pin(deliver::deliver(
+                self.shared.clone(),
+                Arc::clone(queue),
+                delivery,
+            )),
+            busy.clone(),
+        ))
+        .catch_unwind();
+        if busy.is_short() && futures_util::poll!(&mut delivering).is_ready() {
+            return;
+        }
+        let abandon = self.abandon.clone();
+        self.jobs.spawn(async move {
+            // Abandoning drops the delivery unsettled, so the broker redelivers it.
+            tokio::select! {
+                _ = delivering => {},
+                () = abandon.cancelled() => {},
+            }
+            drop(permit);
+        });
     }
 
     /// Declare the queue and start consuming, retrying while the broker refuses.

@@ -29,6 +29,7 @@ pub struct RabbitMqOptions {
     pub(super) tls: TlsFiles,
     pub(super) metrics: Metrics,
     pub(super) hold_sweep_interval: Duration,
+    pub(super) inline_limit: Option<Duration>,
 }
 
 /// A value that never shows in `Debug` output.
@@ -61,6 +62,13 @@ impl Default for RabbitMqOptions {
             tls: TlsFiles::default(),
             metrics: Metrics::default(),
             hold_sweep_interval: Duration::from_secs(10),
+            // One consumer receives some 20,000-25,000 deliveries a second from RabbitMQ
+            // (BENCHMARKS.md), so jobs averaging up to 50 µs of a thread, 20,000 a second
+            // on one, about keep up with it in the consume loop, where a task each would
+            // cost a wake of another thread, a seventh of a no-op job's CPU. The time is
+            // wall time inside the job's polls, so it leaves room for a no-op job (10-15 µs
+            // alone) on a thread that the broker preempts now and then.
+            inline_limit: Some(Duration::from_micros(50)),
         }
     }
 }
@@ -94,6 +102,14 @@ impl RabbitMqOptions {
     pub fn hold_sweep_interval(mut self, interval: Duration) -> Self {
         // Bounded below, because a zero interval would make the sweeper spin.
         self.hold_sweep_interval = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long a queue's jobs may keep a thread busy, on average, and still start in its
+    /// consumer instead of a task of their own (default 50 µs; `None`: every job in a
+    /// task). See [`Backend::inline_limit`](crate::broker::Backend::inline_limit).
+    pub fn inline_limit(mut self, limit: Option<Duration>) -> Self {
+        self.inline_limit = limit;
         self
     }
 

@@ -11,7 +11,7 @@
 //! | `scripted.JitteredJob` | `test.jittered`: 5 attempts, default exponential | none |
 //! | `scripted.UrgentJob` | `test.urgent`: max priority 5, 3 attempts, fixed 2s | none |
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobhost_sdk::{Job, JobContext, JobError, Level, Queues};
 use serde::{Deserialize, Serialize};
@@ -38,9 +38,10 @@ enum TestQueues {
     Urgent,
 }
 
-/// What a scripted handler does, in this order: defer while `ctx.deferrals < defer_times`,
-/// then fail with `failure` while `ctx.attempt <= fail_times`, then succeed, enqueueing a
-/// `scripted.BareJob` keyed `{key}.follow-up` after `follow_up_after_ms` when that is set.
+/// What a scripted handler does, in this order: keep the CPU busy for `busy_ms`, defer
+/// while `ctx.deferrals < defer_times`, then fail with `failure` while
+/// `ctx.attempt <= fail_times`, then succeed, enqueueing a `scripted.BareJob` keyed
+/// `{key}.follow-up` after `follow_up_after_ms` when that is set.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Script {
     /// Names the job in logs, so tests can find its calls.
@@ -64,6 +65,9 @@ struct Script {
     /// queue before any worker runs it).
     #[serde(default)]
     follow_up_after_ms: Option<u64>,
+    /// Keep the CPU busy this long first, without yielding, as a CPU-heavy job does.
+    #[serde(default)]
+    busy_ms: u64,
 }
 
 impl Script {
@@ -171,6 +175,10 @@ fn run<J: Into<Script>>(job: J, ctx: &JobContext) -> Result<(), JobError> {
             ("deferrals", &deferrals),
         ],
     );
+    let busy = Instant::now();
+    while busy.elapsed() < Duration::from_millis(script.busy_ms) {
+        std::hint::black_box(&busy);
+    }
     if ctx.deferrals() < script.defer_times {
         return Err(JobError::deferred_because(
             Duration::from_millis(script.defer_ms),
@@ -193,6 +201,7 @@ fn run<J: Into<Script>>(job: J, ctx: &JobContext) -> Result<(), JobError> {
             defer_times: 0,
             defer_ms: Script::default_defer_ms(),
             follow_up_after_ms: None,
+            busy_ms: 0,
         });
         ctx.enqueue_after(&follow_up, Duration::from_millis(delay))
             .map_err(|err| JobError::fatal(err.to_string()))?;
