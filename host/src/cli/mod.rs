@@ -96,9 +96,9 @@ struct HostArgs {
           value_parser = clap::value_parser!(u32).range(1..=i64::from(host::MAX_CONCURRENCY)))]
     concurrency: u32,
     /// Threads that run jobs, consume and settle (the async runtime's workers); default
-    /// one per CPU core. Fewer threads hand deliveries between threads less often: with
-    /// short jobs on a machine shared with the broker, `--threads 1` spent about a quarter
-    /// less CPU per job (BENCHMARKS.md), but CPU-bound plugins then share one core.
+    /// one per CPU core. Fewer threads wake each other less often: with short jobs on a
+    /// machine shared with the broker, `--threads 1` spent 11-22% less CPU per job
+    /// (BENCHMARKS.md), but CPU-bound plugins then share one core.
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_THREADS)))]
     threads: Option<u16>,
