@@ -23,6 +23,11 @@
 //!    the machine's cores, so what a consumer makes it spend per job bounds the drain too.
 //! 3. Stop it with `SIGTERM`.
 //!
+//! `TOKIO_WORKER_THREADS=N` in the bench's environment reaches every contender: the
+//! children's runtimes and `jobhost run`'s (which reads it when `--threads` is not given)
+//! all run N threads, so the CPU figures compare like with like at N; the table's notes
+//! say so.
+//!
 //! The queue's name is the fixture's, fixed: two runs of this scenario at once on one
 //! broker would share it. The queue is deleted at the end.
 
@@ -309,8 +314,20 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
                 binary = binary.display(),
             ),
             broker_detail(bench.broker),
-        ],
+        ]
+        .into_iter()
+        .chain(threads_detail())
+        .collect(),
     })
+}
+
+/// A note when `TOKIO_WORKER_THREADS` gave every contender the same runtime threads, in
+/// place of each one's default (one per core).
+fn threads_detail() -> Option<String> {
+    let threads = std::env::var("TOKIO_WORKER_THREADS").ok()?;
+    Some(format!(
+        "blackbox: TOKIO_WORKER_THREADS={threads}: every consumer (raw lapin, queuey, the floor, `jobhost run`) runs that many runtime worker threads instead of its default of one per core"
+    ))
 }
 
 /// Where the broker rows come from, or why there are none.
