@@ -9,6 +9,7 @@ use jobhost::broker::{
     Backend, HoldQueue, RabbitMqBackend, RabbitMqOptions, dead_letter_queue_name,
 };
 use jobhost::envelope::Envelope;
+use jobhost::plugin::Plugin;
 use jobhost::policy::Granularity;
 use lapin::message::Delivery;
 use lapin::options::{
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cpu::{Spent, Stopwatch};
 use crate::events::Events;
+use crate::memory::invoke_noop;
 use crate::metered::{Meter, Metered};
 use crate::report::Samples;
 
@@ -152,22 +154,28 @@ pub(crate) async fn consume_and_ack(
 }
 
 /// How many deliveries [`consume_and_ack_multiple`] acks with one `multiple` ack.
-const ACK_EVERY: usize = 50;
+pub(crate) const ACK_EVERY: usize = 50;
 
 /// Consume `jobs` messages from `queue` with `prefetch` and ack them [`ACK_EVERY`] at a
 /// time with `multiple`, in the consume loop, with no task per delivery: the least a
 /// lapin consumer can do per message, so the floor under every consumer built on lapin.
+/// With `plugin`, each delivery also calls the no-op's handler in a fresh instance first:
+/// the floor under a host on lapin that keeps an instance per job.
 pub(crate) async fn consume_and_ack_multiple(
     connection: &Connection,
     queue: &str,
     prefetch: u16,
     jobs: usize,
+    plugin: Option<&Plugin>,
 ) -> anyhow::Result<()> {
     let (channel, mut consumer) =
         subscribe(connection, queue, prefetch, "jobhost-bench-floor").await?;
     let multiple = BasicAckOptions { multiple: true };
     for received in 1..=jobs {
         let delivery = next_delivery(&mut consumer, queue).await?;
+        if let Some(plugin) = plugin {
+            invoke_noop(plugin).await?;
+        }
         if received % ACK_EVERY == 0 || received == jobs {
             delivery.acker.ack(multiple).await?;
         }

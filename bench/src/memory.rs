@@ -111,28 +111,34 @@ async fn floor(plugin: &Plugin, tasks: usize, jobs: usize) -> anyhow::Result<(f6
 async fn invoke_loop(plugin: &Plugin, jobs: usize) -> anyhow::Result<Vec<Duration>> {
     let mut latencies = Vec::with_capacity(jobs);
     for _ in 0..jobs {
-        let job = Invocation {
-            job_id: Uuid::new_v4(),
-            job_type: NOOP_JOB,
-            queue: "test.noop",
-            attempt: 1,
-            max_attempts: 1,
-            deferrals: 0,
-            priority: 0,
-            age: Duration::ZERO,
-            payload: b"{}",
-            trace: JobTrace::start(None),
-            timeout: Duration::from_secs(60),
-        };
         let start = Instant::now();
-        let outcome = plugin.invoke(job).await;
+        invoke_noop(plugin).await?;
         latencies.push(start.elapsed());
-        anyhow::ensure!(
-            matches!(outcome, Outcome::Completed { .. }),
-            "the no-op must complete, got {outcome:?}"
-        );
     }
     Ok(latencies)
+}
+
+/// One call of the no-op's handler in a fresh instance, which must complete.
+pub(crate) async fn invoke_noop(plugin: &Plugin) -> anyhow::Result<()> {
+    let job = Invocation {
+        job_id: Uuid::new_v4(),
+        job_type: NOOP_JOB,
+        queue: "test.noop",
+        attempt: 1,
+        max_attempts: 1,
+        deferrals: 0,
+        priority: 0,
+        age: Duration::ZERO,
+        payload: b"{}",
+        trace: JobTrace::start(None),
+        timeout: Duration::from_secs(60),
+    };
+    let outcome = plugin.invoke(job).await;
+    anyhow::ensure!(
+        matches!(outcome, Outcome::Completed { .. }),
+        "the no-op must complete, got {outcome:?}"
+    );
+    Ok(())
 }
 
 /// A first attempt of the no-op on `queue`.

@@ -11,10 +11,14 @@
 use std::io::Write as _;
 use std::sync::Arc;
 
-use crate::amqp;
-use crate::peer::{self, PeerQueues, Tally};
+use jobhost::plugin::{EngineConfig, Plugin};
 
-use super::DEADLINE;
+use crate::amqp;
+use crate::amqprs_floor;
+use crate::peer::{self, PeerQueues, Tally};
+use crate::units::{engine, load_fixture};
+
+use super::{DEADLINE, FIXTURE};
 
 /// What a child prints once it has completed every job.
 pub(crate) const DRAINED: &str = "drained";
@@ -27,8 +31,23 @@ pub(crate) enum Peer {
     /// A lapin consume loop that acks 50 deliveries at a time with `multiple`, no task
     /// per delivery: the least CPU per job of any consumer built on lapin.
     Floor,
+    /// The floor calling the no-op plugin in a fresh instance per delivery: the least CPU
+    /// per job of a host on lapin that keeps an instance per job.
+    FloorWasm,
+    /// The floor's loop on `amqprs`, whose socket I/O runs on the runtime's threads: what
+    /// a client other than lapin could save.
+    AmqprsFloor,
+    /// The `amqprs` floor with an instance per delivery, as [`Peer::FloorWasm`].
+    AmqprsFloorWasm,
     /// A `queuey` 1.x worker with a native no-op handler.
     Queuey,
+}
+
+impl Peer {
+    /// Whether each delivery calls the no-op plugin.
+    fn calls_wasm(self) -> bool {
+        matches!(self, Self::FloorWasm | Self::AmqprsFloorWasm)
+    }
 }
 
 /// The hidden subcommand's arguments.
@@ -56,10 +75,29 @@ pub(crate) async fn consume(args: Args) -> anyhow::Result<()> {
             amqp::consume_and_ack(&connection, &args.queue, args.prefetch, args.jobs).await?;
             None
         }
-        Peer::Floor => {
+        Peer::Floor | Peer::FloorWasm => {
+            let plugin = noop_plugin(args.peer).await?;
             let connection = amqp::connect(&args.amqp_url).await?;
-            amqp::consume_and_ack_multiple(&connection, &args.queue, args.prefetch, args.jobs)
-                .await?;
+            amqp::consume_and_ack_multiple(
+                &connection,
+                &args.queue,
+                args.prefetch,
+                args.jobs,
+                plugin.as_ref(),
+            )
+            .await?;
+            None
+        }
+        Peer::AmqprsFloor | Peer::AmqprsFloorWasm => {
+            let plugin = noop_plugin(args.peer).await?;
+            amqprs_floor::consume_and_ack_multiple(
+                &args.amqp_url,
+                &args.queue,
+                args.prefetch,
+                args.jobs,
+                plugin.as_ref(),
+            )
+            .await?;
             None
         }
         Peer::Queuey => {
@@ -75,6 +113,16 @@ pub(crate) async fn consume(args: Args) -> anyhow::Result<()> {
     };
     announce()?;
     std::future::pending().await
+}
+
+/// The no-op plugin, loaded before the consumer starts (its first delivery starts the
+/// measurement), when `peer` calls it.
+async fn noop_plugin(peer: Peer) -> anyhow::Result<Option<Plugin>> {
+    if !peer.calls_wasm() {
+        return Ok(None);
+    }
+    let engine = engine(EngineConfig::default())?;
+    Ok(Some(load_fixture(&engine, FIXTURE).await?))
 }
 
 fn announce() -> anyhow::Result<()> {

@@ -6,7 +6,12 @@
 //! 2. `queuey` 1.x's native no-op worker, prefetch 200 (the same subcommand).
 //! 3. The floor: raw lapin acking 50 deliveries at a time with `multiple`, no task per
 //!    delivery (the same subcommand); no consumer built on lapin spends less per job.
-//! 4. The `jobhost run` binary of the same build profile, with the `noop-wide` fixture
+//! 4. The floor calling the no-op plugin (the `noop-wide` fixture) in a fresh instance
+//!    per delivery: no host on lapin that keeps an instance per job spends less.
+//! 5. and 6. Those two floors on `amqprs`, a client whose socket I/O runs as tasks on the
+//!    runtime's threads where lapin's runs on a thread of its own (the same subcommand):
+//!    what a change of client could save.
+//! 7. The `jobhost run` binary of the same build profile, with the `noop-wide` fixture
 //!    alone in its plugin directory and its default settings. The host has no prefetch
 //!    flag: a queue's prefetch is its plugin's, and `noop-wide` is the no-op on queue
 //!    `bench.wide.noop` with prefetch 200. `JOBHOST_BENCH_FIXTURE=noop-busy` serves the
@@ -68,7 +73,7 @@ fn fixture() -> String {
 /// How long one drain may take before the scenario is called stuck.
 const DEADLINE: Duration = Duration::from_secs(600);
 
-/// The three consumers, measured in this order in each round.
+/// The consumers, measured in this order in each round.
 #[derive(Debug, Clone, Copy)]
 enum Contender {
     Peer(Peer),
@@ -76,10 +81,13 @@ enum Contender {
 }
 
 impl Contender {
-    const ALL: [Self; 4] = [
+    const ALL: [Self; 7] = [
         Self::Peer(Peer::Raw),
         Self::Peer(Peer::Queuey),
         Self::Peer(Peer::Floor),
+        Self::Peer(Peer::FloorWasm),
+        Self::Peer(Peer::AmqprsFloor),
+        Self::Peer(Peer::AmqprsFloorWasm),
         Self::Jobhost,
     ];
 
@@ -88,6 +96,15 @@ impl Contender {
             Self::Peer(Peer::Raw) => "raw lapin consume+ack (process)".into(),
             Self::Peer(Peer::Queuey) => "queuey 1.x native no-op (process)".into(),
             Self::Peer(Peer::Floor) => "raw lapin, `multiple` acks, no task (process)".into(),
+            Self::Peer(Peer::FloorWasm) => {
+                "raw lapin, `multiple` acks, no task, wasm no-op (process)".into()
+            }
+            Self::Peer(Peer::AmqprsFloor) => {
+                "raw amqprs, `multiple` acks, no task (process)".into()
+            }
+            Self::Peer(Peer::AmqprsFloorWasm) => {
+                "raw amqprs, `multiple` acks, no task, wasm no-op (process)".into()
+            }
             Self::Jobhost if fixture == FIXTURE => "`jobhost run` + wasm no-op, defaults".into(),
             Self::Jobhost => format!("`jobhost run` + `{fixture}`, defaults"),
         };
@@ -203,7 +220,7 @@ impl Host {
 
 /// The broker's CPU per job while each contender drained (median round), and the host's
 /// against queuey's; none when the broker's process is not known.
-fn broker_rows(broker: [Vec<Duration>; 4], prefetch: u16, fixture: &str) -> Vec<Row> {
+fn broker_rows(broker: [Vec<Duration>; 7], prefetch: u16, fixture: &str) -> Vec<Row> {
     let rows: Vec<Row> = broker
         .into_iter()
         .zip(Contender::ALL)
@@ -214,7 +231,7 @@ fn broker_rows(broker: [Vec<Duration>; 4], prefetch: u16, fixture: &str) -> Vec<
             Some(Row::new(label, None, Samples::default()).cpu(Some(median)))
         })
         .collect();
-    let [_, queuey, _, host] = &rows[..] else {
+    let [_, queuey, .., host] = &rows[..] else {
         return rows;
     };
     let mut versus = host.cpu_against(queuey, None);
@@ -274,8 +291,8 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     };
     // Rounds interleave the contenders, so that load from elsewhere on the machine does
     // not land on one of them only; each row is the median round.
-    let mut rounds: [Rounds; 4] = Default::default();
-    let mut broker: [Vec<Duration>; 4] = Default::default();
+    let mut rounds: [Rounds; 7] = Default::default();
+    let mut broker: [Vec<Duration>; 7] = Default::default();
     for _ in 0..sizes.rounds {
         for ((rounds, broker), contender) in rounds.iter_mut().zip(&mut broker).zip(Contender::ALL)
         {
@@ -290,25 +307,32 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     let prefetch = bench.queue.prefetch;
     let row =
         |rounds: Rounds, contender: Contender| rounds.row(contender.label(prefetch, &fixture));
-    let [raw, queuey, floor, host] = rounds;
-    let [raw, queuey, floor, host] = [
+    let [raw, queuey, floors @ .., host] = rounds;
+    let [raw, queuey, host] = [
         row(raw, Contender::ALL[0]),
         row(queuey, Contender::ALL[1]),
-        row(floor, Contender::ALL[2]),
-        row(host, Contender::ALL[3]),
+        row(host, Contender::ALL[6]),
     ];
-    // What issue 13's CPU target asks of the host, asked of the floor: how close to the
-    // target any consumer on lapin can come.
-    let floor_cpu = floor.cpu_against(&queuey, None);
+    // What issue 13's CPU target asks of the host, asked of the floors: how close to the
+    // target any consumer on lapin can come, with and without an instance per job, and one
+    // on a client without an I/O thread of its own.
+    let floors: Vec<Row> = floors
+        .into_iter()
+        .zip(&Contender::ALL[2..6])
+        .flat_map(|(rounds, &floor)| {
+            let floor = row(rounds, floor);
+            let cpu = floor.cpu_against(&queuey, None);
+            [floor, cpu]
+        })
+        .collect();
     let mut rows = versus(host, raw, queuey, &WIDE_TARGETS);
-    rows.insert(2, floor);
-    rows.insert(3, floor_cpu);
+    rows.splice(2..2, floors);
     rows.extend(broker_rows(broker, prefetch, &fixture));
     Ok(Report {
         rows,
         details: vec![
             format!(
-                "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{fixture}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin (acking each delivery; and the floor, acking 50 at a time with `multiple`) and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
+                "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{fixture}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin (acking each delivery; and the floor, acking 50 at a time with `multiple`, without and with a fresh instance of `{FIXTURE}` per delivery), the same two floors on amqprs 2.x, and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
                 queue = bench.queue.name,
                 rounds = sizes.rounds,
                 binary = binary.display(),
@@ -326,7 +350,7 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
 fn threads_detail() -> Option<String> {
     let threads = std::env::var("TOKIO_WORKER_THREADS").ok()?;
     Some(format!(
-        "blackbox: TOKIO_WORKER_THREADS={threads}: every consumer (raw lapin, queuey, the floor, `jobhost run`) runs that many runtime worker threads instead of its default of one per core"
+        "blackbox: TOKIO_WORKER_THREADS={threads}: every consumer (raw lapin, queuey, the floors, `jobhost run`) runs that many runtime worker threads instead of its default of one per core"
     ))
 }
 
