@@ -59,7 +59,7 @@ pub(crate) async fn consume_and_ack_multiple(
 
 /// `url` as amqprs takes it. Parsed by lapin's parser, which decodes the vhost (`%2f` is
 /// `/`); amqprs's own would ask the broker for a vhost named `%2f`.
-fn arguments(url: &str) -> anyhow::Result<OpenConnectionArguments> {
+pub(crate) fn arguments(url: &str) -> anyhow::Result<OpenConnectionArguments> {
     let uri: AMQPUri = url
         .parse()
         .map_err(|error| anyhow::anyhow!("`{url}` is not an AMQP URI: {error}"))?;

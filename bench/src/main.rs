@@ -10,6 +10,7 @@
 //! create queues named `bench-<run id>.*` and delete them afterwards.
 
 mod amqp;
+mod amqprs_backend;
 mod amqprs_floor;
 mod blackbox;
 mod cluster;

@@ -12,11 +12,15 @@ use std::io::Write as _;
 use std::sync::Arc;
 
 use jobhost::plugin::{EngineConfig, Plugin};
+use jobhost::worker::{Plugins, Worker, WorkerConfig};
+use tokio_util::sync::CancellationToken;
 
 use crate::amqp;
+use crate::amqprs_backend::AmqprsBackend;
 use crate::amqprs_floor;
+use crate::metered::{Meter, Metered};
 use crate::peer::{self, PeerQueues, Tally};
-use crate::units::{engine, load_fixture};
+use crate::units::{engine, load_fixture, plugin_unit};
 
 use super::{DEADLINE, FIXTURE};
 
@@ -41,6 +45,12 @@ pub(crate) enum Peer {
     AmqprsFloorWasm,
     /// A `queuey` 1.x worker with a native no-op handler.
     Queuey,
+    /// The host's own worker on its RabbitMQ backend (lapin), serving the no-op plugin:
+    /// `jobhost run` without its CLI, admin server and log, the control for the next one.
+    Worker,
+    /// The host's own worker on the bench's consume-only amqprs backend, serving the no-op
+    /// plugin: what a host ported to amqprs would spend per job.
+    AmqprsWorker,
 }
 
 impl Peer {
@@ -100,6 +110,10 @@ pub(crate) async fn consume(args: Args) -> anyhow::Result<()> {
             .await?;
             None
         }
+        Peer::Worker | Peer::AmqprsWorker => {
+            drain_through_worker(&args).await?;
+            None
+        }
         Peer::Queuey => {
             // The retry queue is never declared: the worker consumes the no-op queue only.
             peer::name_queues(&args.queue, &format!("{}.unused-retry", args.queue));
@@ -113,6 +127,27 @@ pub(crate) async fn consume(args: Args) -> anyhow::Result<()> {
     };
     announce()?;
     std::future::pending().await
+}
+
+/// Drain the queue with the host's [`Worker`] serving the no-op plugin, on lapin or on
+/// amqprs as `args.peer` says. The worker keeps running until the process is killed.
+async fn drain_through_worker(args: &Args) -> anyhow::Result<()> {
+    let engine = engine(EngineConfig::default())?;
+    let plugin = load_fixture(&engine, FIXTURE).await?;
+    let plugins = Plugins::new();
+    plugins.install(plugin_unit(&plugin, plugin.manifest().clone()))?;
+    let meter = Arc::new(Meter::default());
+    // Never cancelled: the worker serves until the parent's `SIGTERM`.
+    let shutdown = CancellationToken::new();
+    if args.peer == Peer::AmqprsWorker {
+        let backend = Arc::new(AmqprsBackend::connect(&args.amqp_url).await?);
+        let backend = Metered::new(backend, meter.clone());
+        tokio::spawn(Worker::new(backend, plugins, WorkerConfig::default()).run(shutdown));
+    } else {
+        let backend = Metered::new(amqp::jobhost_backend(&args.amqp_url).await?, meter.clone());
+        tokio::spawn(Worker::new(backend, plugins, WorkerConfig::default()).run(shutdown));
+    }
+    meter.wait_for_acks(args.jobs as u64, DEADLINE).await
 }
 
 /// The no-op plugin, loaded before the consumer starts (its first delivery starts the

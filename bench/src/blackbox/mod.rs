@@ -11,7 +11,12 @@
 //! 5. and 6. Those two floors on `amqprs`, a client whose socket I/O runs as tasks on the
 //!    runtime's threads where lapin's runs on a thread of its own (the same subcommand):
 //!    what a change of client could save.
-//! 7. The `jobhost run` binary of the same build profile, with the `noop-wide` fixture
+//! 7. The host's own `Worker` on its RabbitMQ backend (lapin), serving `noop-wide` (the
+//!    same subcommand): `jobhost run` without its CLI, admin server and log, the control
+//!    for the next one.
+//! 8. The same worker on the bench's consume-only amqprs backend ([`crate::amqprs_backend`]):
+//!    what a host ported to amqprs would spend per job.
+//! 9. The `jobhost run` binary of the same build profile, with the `noop-wide` fixture
 //!    alone in its plugin directory and its default settings. The host has no prefetch
 //!    flag: a queue's prefetch is its plugin's, and `noop-wide` is the no-op on queue
 //!    `bench.wide.noop` with prefetch 200. `JOBHOST_BENCH_FIXTURE=noop-busy` serves the
@@ -81,13 +86,15 @@ enum Contender {
 }
 
 impl Contender {
-    const ALL: [Self; 7] = [
+    const ALL: [Self; 9] = [
         Self::Peer(Peer::Raw),
         Self::Peer(Peer::Queuey),
         Self::Peer(Peer::Floor),
         Self::Peer(Peer::FloorWasm),
         Self::Peer(Peer::AmqprsFloor),
         Self::Peer(Peer::AmqprsFloorWasm),
+        Self::Peer(Peer::Worker),
+        Self::Peer(Peer::AmqprsWorker),
         Self::Jobhost,
     ];
 
@@ -104,6 +111,10 @@ impl Contender {
             }
             Self::Peer(Peer::AmqprsFloorWasm) => {
                 "raw amqprs, `multiple` acks, no task, wasm no-op (process)".into()
+            }
+            Self::Peer(Peer::Worker) => "host's worker on lapin, wasm no-op (process)".into(),
+            Self::Peer(Peer::AmqprsWorker) => {
+                "host's worker on amqprs, consume only, wasm no-op (process)".into()
             }
             Self::Jobhost if fixture == FIXTURE => "`jobhost run` + wasm no-op, defaults".into(),
             Self::Jobhost => format!("`jobhost run` + `{fixture}`, defaults"),
@@ -220,7 +231,7 @@ impl Host {
 
 /// The broker's CPU per job while each contender drained (median round), and the host's
 /// against queuey's; none when the broker's process is not known.
-fn broker_rows(broker: [Vec<Duration>; 7], prefetch: u16, fixture: &str) -> Vec<Row> {
+fn broker_rows(broker: [Vec<Duration>; 9], prefetch: u16, fixture: &str) -> Vec<Row> {
     let rows: Vec<Row> = broker
         .into_iter()
         .zip(Contender::ALL)
@@ -291,8 +302,8 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     };
     // Rounds interleave the contenders, so that load from elsewhere on the machine does
     // not land on one of them only; each row is the median round.
-    let mut rounds: [Rounds; 7] = Default::default();
-    let mut broker: [Vec<Duration>; 7] = Default::default();
+    let mut rounds: [Rounds; 9] = Default::default();
+    let mut broker: [Vec<Duration>; 9] = Default::default();
     for _ in 0..sizes.rounds {
         for ((rounds, broker), contender) in rounds.iter_mut().zip(&mut broker).zip(Contender::ALL)
         {
@@ -311,14 +322,15 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     let [raw, queuey, host] = [
         row(raw, Contender::ALL[0]),
         row(queuey, Contender::ALL[1]),
-        row(host, Contender::ALL[6]),
+        row(host, Contender::ALL[8]),
     ];
-    // What issue 13's CPU target asks of the host, asked of the floors: how close to the
-    // target any consumer on lapin can come, with and without an instance per job, and one
-    // on a client without an I/O thread of its own.
+    // What issue 13's CPU target asks of the host, asked of the floors and of the host's
+    // worker on either client: how close to the target any consumer on lapin can come,
+    // with and without an instance per job, and one on a client without an I/O thread of
+    // its own.
     let floors: Vec<Row> = floors
         .into_iter()
-        .zip(&Contender::ALL[2..6])
+        .zip(&Contender::ALL[2..8])
         .flat_map(|(rounds, &floor)| {
             let floor = row(rounds, floor);
             let cpu = floor.cpu_against(&queuey, None);
@@ -332,7 +344,7 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         rows,
         details: vec![
             format!(
-                "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{fixture}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin (acking each delivery; and the floor, acking 50 at a time with `multiple`, without and with a fresh instance of `{FIXTURE}` per delivery), the same two floors on amqprs 2.x, and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
+                "blackbox: {jobs} no-op jobs pre-published into `{queue}` (prefetch {prefetch}, fixture `{fixture}`) before each contender, {rounds} rounds (median shown); each consumer a process of its own: `{binary}` with defaults, this binary's `blackbox-consumer` for raw lapin (acking each delivery; and the floor, acking 50 at a time with `multiple`, without and with a fresh instance of `{FIXTURE}` per delivery), the same two floors on amqprs 2.x, the host's worker serving `{FIXTURE}` on lapin and on a consume-only amqprs backend, and queuey; jobs/s and cpu/job (the process's user + system CPU from /proc/<pid>/stat) from its first delivery (queue depth below {jobs}) to its last completion (queue empty and its own count: the host's /metrics, the child's line), startup excluded",
                 queue = bench.queue.name,
                 rounds = sizes.rounds,
                 binary = binary.display(),

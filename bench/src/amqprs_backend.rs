@@ -1,0 +1,237 @@
+//! A consume-only [`Backend`] on `amqprs`, so that the host's own [`Worker`] can be measured
+//! on a client whose socket I/O runs as tasks on the runtime's threads, where lapin's runs
+//! on a thread of its own: what a port of `host/src/broker/rabbitmq/` to amqprs would
+//! spend per job, which issue 13's CPU target asks about. A measuring device, not a
+//! backend for users.
+//!
+//! # Contract
+//! - [`Backend::consume`] opens a channel with the queue's prefetch and hands out its
+//!   deliveries in tag order; the queue must exist (the bench declares and fills it).
+//! - Acks coalesce as the host's RabbitMQ backend's do: one `basic.ack` with `multiple`
+//!   for the run of settled tags from the lowest unsettled one, sent once it holds a
+//!   quarter of the prefetch, or by a flusher every millisecond. A requeue is a
+//!   `basic.nack` of its own, sent at once.
+//! - Publishes and dead letters fail: the no-op jobs it serves never publish, and a job
+//!   that tried would be requeued, not lost. [`Backend::declare`] does nothing.
+//!
+//! [`Worker`]: jobhost::worker::Worker
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use amqprs::channel::{
+    BasicAckArguments, BasicConsumeArguments, BasicNackArguments, BasicQosArguments, Channel,
+    ConsumerMessage,
+};
+use amqprs::connection::Connection;
+use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
+use jobhost::envelope::Envelope;
+use jobhost::policy::HoldDelay;
+use jobhost::trace::TraceContext;
+use jobhost_sdk::QueueConfig;
+use tokio::sync::{Mutex, mpsc};
+
+/// One amqprs connection; a channel per consumer.
+pub(crate) struct AmqprsBackend {
+    connection: Connection,
+}
+
+impl AmqprsBackend {
+    pub(crate) async fn connect(url: &str) -> anyhow::Result<Self> {
+        let connection = Connection::open(&crate::amqprs_floor::arguments(url)?).await?;
+        Ok(Self { connection })
+    }
+}
+
+fn refused(queue: &str) -> BrokerError {
+    BrokerError::NotConfirmed {
+        queue: queue.to_owned(),
+        reason: "the bench's amqprs backend does not publish".to_owned(),
+    }
+}
+
+fn lost(error: amqprs::error::Error) -> BrokerError {
+    BrokerError::NotConfirmed {
+        queue: String::new(),
+        reason: error.to_string(),
+    }
+}
+
+impl Backend for AmqprsBackend {
+    type Consumer = AmqprsConsumer;
+
+    async fn declare(&self, _queue: &QueueConfig) -> Result<(), BrokerError> {
+        Ok(())
+    }
+
+    async fn publish(
+        &self,
+        envelope: &Envelope,
+        _delay: Option<HoldDelay>,
+    ) -> Result<(), BrokerError> {
+        Err(refused(&envelope.queue))
+    }
+
+    async fn dead_letter(&self, letter: DeadLetterOut<'_>) -> Result<(), BrokerError> {
+        Err(refused(letter.queue))
+    }
+
+    async fn consume(&self, queue: &QueueConfig) -> Result<AmqprsConsumer, BrokerError> {
+        let channel = self.connection.open_channel(None).await.map_err(lost)?;
+        channel
+            .basic_qos(BasicQosArguments::new(0, queue.prefetch, false))
+            .await
+            .map_err(lost)?;
+        let (_tag, deliveries) = channel
+            .basic_consume_rx(BasicConsumeArguments::new(
+                &queue.name,
+                "jobhost-bench-amqprs-worker",
+            ))
+            .await
+            .map_err(lost)?;
+        let acks = Arc::new(Acks {
+            channel,
+            batch: u64::from(queue.prefetch / 4).max(1),
+            state: Mutex::new(State {
+                next: 1,
+                settled: BTreeSet::new(),
+                sent: 0,
+            }),
+        });
+        let flusher = {
+            let acks = Arc::clone(&acks);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(1));
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                loop {
+                    tick.tick().await;
+                    acks.flush().await;
+                }
+            })
+        };
+        Ok(AmqprsConsumer {
+            deliveries,
+            acks,
+            flusher,
+        })
+    }
+
+    /// The RabbitMQ backend's default, so the worker runs short jobs in its consume loop
+    /// on either client.
+    fn inline_limit(&self) -> Option<Duration> {
+        Some(Duration::from_micros(50))
+    }
+}
+
+/// Which tags of a channel are settled and acked.
+struct State {
+    /// The lowest tag not yet settled.
+    next: u64,
+    /// Settled tags above `next`.
+    settled: BTreeSet<u64>,
+    /// The highest tag a `multiple` ack covered.
+    sent: u64,
+}
+
+/// The settlements of one channel; a lock held across each frame's send keeps `multiple`
+/// acks in order, so none names a tag an earlier one already covered.
+struct Acks {
+    channel: Channel,
+    batch: u64,
+    state: Mutex<State>,
+}
+
+impl Acks {
+    async fn settle(&self, tag: u64, requeue: bool) {
+        let mut state = self.state.lock().await;
+        if requeue {
+            let _ = self
+                .channel
+                .basic_nack(BasicNackArguments::new(tag, false, true))
+                .await;
+        }
+        state.settled.insert(tag);
+        while {
+            let next = state.next;
+            state.settled.remove(&next)
+        } {
+            state.next += 1;
+        }
+        if state.next - 1 - state.sent >= self.batch {
+            Self::send(&self.channel, &mut state).await;
+        }
+    }
+
+    async fn flush(&self) {
+        let mut state = self.state.lock().await;
+        Self::send(&self.channel, &mut state).await;
+    }
+
+    async fn send(channel: &Channel, state: &mut State) {
+        let upto = state.next - 1;
+        if upto > state.sent {
+            let _ = channel.basic_ack(BasicAckArguments::new(upto, true)).await;
+            state.sent = upto;
+        }
+    }
+}
+
+/// A consumer of one queue; its flusher ends with [`Consumer::close`] (or the process).
+pub(crate) struct AmqprsConsumer {
+    deliveries: mpsc::UnboundedReceiver<ConsumerMessage>,
+    acks: Arc<Acks>,
+    flusher: tokio::task::JoinHandle<()>,
+}
+
+impl Consumer for AmqprsConsumer {
+    type Delivery = AmqprsDelivery;
+
+    async fn next(&mut self) -> Option<AmqprsDelivery> {
+        let message = self.deliveries.recv().await?;
+        let deliver = message.deliver?;
+        Some(AmqprsDelivery {
+            body: message.content.unwrap_or_default(),
+            tag: deliver.delivery_tag(),
+            redelivered: deliver.redelivered(),
+            acks: Arc::clone(&self.acks),
+        })
+    }
+
+    async fn close(self) {
+        self.flusher.abort();
+        self.acks.flush().await;
+    }
+}
+
+/// A delivery: its body, its tag, and the channel's settlements.
+pub(crate) struct AmqprsDelivery {
+    body: Vec<u8>,
+    tag: u64,
+    redelivered: bool,
+    acks: Arc<Acks>,
+}
+
+impl Delivery for AmqprsDelivery {
+    fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    fn redelivered(&self) -> bool {
+        self.redelivered
+    }
+
+    fn trace_context(&self) -> Option<TraceContext> {
+        None
+    }
+
+    async fn ack(self) -> Result<(), BrokerError> {
+        self.acks.settle(self.tag, false).await;
+        Ok(())
+    }
+
+    async fn requeue(self) -> Result<(), BrokerError> {
+        self.acks.settle(self.tag, true).await;
+        Ok(())
+    }
+}
