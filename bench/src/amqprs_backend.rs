@@ -44,18 +44,16 @@ impl AmqprsBackend {
     }
 }
 
+/// What a publish gets: this backend only consumes.
 fn refused(queue: &str) -> BrokerError {
-    BrokerError::NotConfirmed {
+    BrokerError::Refused {
         queue: queue.to_owned(),
         reason: "the bench's amqprs backend does not publish".to_owned(),
     }
 }
 
 fn lost(error: amqprs::error::Error) -> BrokerError {
-    BrokerError::NotConfirmed {
-        queue: String::new(),
-        reason: error.to_string(),
-    }
+    BrokerError::Connection(error.to_string())
 }
 
 impl Backend for AmqprsBackend {
@@ -143,37 +141,43 @@ struct Acks {
 }
 
 impl Acks {
-    async fn settle(&self, tag: u64, requeue: bool) {
+    /// Settle `tag`: a requeue's `basic.nack` at once, an ack into the run it completes.
+    async fn settle(&self, tag: u64, requeue: bool) -> Result<(), BrokerError> {
         let mut state = self.state.lock().await;
         if requeue {
-            let _ = self
-                .channel
+            self.channel
                 .basic_nack(BasicNackArguments::new(tag, false, true))
-                .await;
+                .await
+                .map_err(lost)?;
         }
         state.settled.insert(tag);
-        while {
-            let next = state.next;
-            state.settled.remove(&next)
-        } {
+        while state.settled.first() == Some(&state.next) {
+            state.settled.pop_first();
             state.next += 1;
         }
         if state.next - 1 - state.sent >= self.batch {
-            Self::send(&self.channel, &mut state).await;
+            Self::send(&self.channel, &mut state).await?;
         }
+        Ok(())
     }
 
+    /// Send what is settled and not yet acked. A failure is the channel's end, which the
+    /// worker's next settlement or delivery reports.
     async fn flush(&self) {
         let mut state = self.state.lock().await;
-        Self::send(&self.channel, &mut state).await;
+        let _ = Self::send(&self.channel, &mut state).await;
     }
 
-    async fn send(channel: &Channel, state: &mut State) {
+    async fn send(channel: &Channel, state: &mut State) -> Result<(), BrokerError> {
         let upto = state.next - 1;
         if upto > state.sent {
-            let _ = channel.basic_ack(BasicAckArguments::new(upto, true)).await;
+            channel
+                .basic_ack(BasicAckArguments::new(upto, true))
+                .await
+                .map_err(lost)?;
             state.sent = upto;
         }
+        Ok(())
     }
 }
 
@@ -226,12 +230,10 @@ impl Delivery for AmqprsDelivery {
     }
 
     async fn ack(self) -> Result<(), BrokerError> {
-        self.acks.settle(self.tag, false).await;
-        Ok(())
+        self.acks.settle(self.tag, false).await
     }
 
     async fn requeue(self) -> Result<(), BrokerError> {
-        self.acks.settle(self.tag, true).await;
-        Ok(())
+        self.acks.settle(self.tag, true).await
     }
 }
