@@ -11,6 +11,7 @@
 use std::io::Write as _;
 use std::sync::Arc;
 
+use jobhost::broker::Backend;
 use jobhost::plugin::{EngineConfig, Plugin};
 use jobhost::worker::{Plugins, Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
@@ -137,17 +138,21 @@ async fn drain_through_worker(args: &Args) -> anyhow::Result<()> {
     let plugins = Plugins::new();
     plugins.install(plugin_unit(&plugin, plugin.manifest().clone()))?;
     let meter = Arc::new(Meter::default());
-    // Never cancelled: the worker serves until the parent's `SIGTERM`.
-    let shutdown = CancellationToken::new();
     if args.peer == Peer::AmqprsWorker {
         let backend = Arc::new(AmqprsBackend::connect(&args.amqp_url).await?);
-        let backend = Metered::new(backend, meter.clone());
-        tokio::spawn(Worker::new(backend, plugins, WorkerConfig::default()).run(shutdown));
+        serve(Metered::new(backend, meter.clone()), plugins);
     } else {
-        let backend = Metered::new(amqp::jobhost_backend(&args.amqp_url).await?, meter.clone());
-        tokio::spawn(Worker::new(backend, plugins, WorkerConfig::default()).run(shutdown));
+        let backend = amqp::jobhost_backend(&args.amqp_url).await?;
+        serve(Metered::new(backend, meter.clone()), plugins);
     }
     meter.wait_for_acks(args.jobs as u64, DEADLINE).await
+}
+
+/// Run a worker with its defaults on `backend`, never cancelled: it serves until the
+/// parent's `SIGTERM`.
+fn serve(backend: impl Backend, plugins: Plugins) {
+    let worker = Worker::new(backend, plugins, WorkerConfig::default());
+    tokio::spawn(worker.run(CancellationToken::new()));
 }
 
 /// The no-op plugin, loaded before the consumer starts (its first delivery starts the
