@@ -78,6 +78,10 @@ fn fixture() -> String {
 /// How long one drain may take before the scenario is called stuck.
 const DEADLINE: Duration = Duration::from_secs(600);
 
+/// How many consumers a round measures: raw lapin and queuey first, `jobhost run` last,
+/// the floors and the host's worker between them.
+const CONTENDERS: usize = 9;
+
 /// The consumers, measured in this order in each round.
 #[derive(Debug, Clone, Copy)]
 enum Contender {
@@ -86,7 +90,7 @@ enum Contender {
 }
 
 impl Contender {
-    const ALL: [Self; 9] = [
+    const ALL: [Self; CONTENDERS] = [
         Self::Peer(Peer::Raw),
         Self::Peer(Peer::Queuey),
         Self::Peer(Peer::Floor),
@@ -231,7 +235,7 @@ impl Host {
 
 /// The broker's CPU per job while each contender drained (median round), and the host's
 /// against queuey's; none when the broker's process is not known.
-fn broker_rows(broker: [Vec<Duration>; 9], prefetch: u16, fixture: &str) -> Vec<Row> {
+fn broker_rows(broker: [Vec<Duration>; CONTENDERS], prefetch: u16, fixture: &str) -> Vec<Row> {
     let rows: Vec<Row> = broker
         .into_iter()
         .zip(Contender::ALL)
@@ -302,8 +306,8 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     };
     // Rounds interleave the contenders, so that load from elsewhere on the machine does
     // not land on one of them only; each row is the median round.
-    let mut rounds: [Rounds; 9] = Default::default();
-    let mut broker: [Vec<Duration>; 9] = Default::default();
+    let mut rounds: [Rounds; CONTENDERS] = Default::default();
+    let mut broker: [Vec<Duration>; CONTENDERS] = Default::default();
     for _ in 0..sizes.rounds {
         for ((rounds, broker), contender) in rounds.iter_mut().zip(&mut broker).zip(Contender::ALL)
         {
@@ -322,7 +326,7 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     let [raw, queuey, host] = [
         row(raw, Contender::ALL[0]),
         row(queuey, Contender::ALL[1]),
-        row(host, Contender::ALL[8]),
+        row(host, Contender::ALL[CONTENDERS - 1]),
     ];
     // What issue 13's CPU target asks of the host, asked of the floors and of the host's
     // worker on either client: how close to the target any consumer on lapin can come,
@@ -330,7 +334,7 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
     // its own.
     let floors: Vec<Row> = floors
         .into_iter()
-        .zip(&Contender::ALL[2..8])
+        .zip(&Contender::ALL[2..CONTENDERS - 1])
         .flat_map(|(rounds, &floor)| {
             let floor = row(rounds, floor);
             let cpu = floor.cpu_against(&queuey, None);
