@@ -309,7 +309,10 @@ async fn subscribe(
 }
 
 /// The next delivery of `consumer`, or an error when the broker cancelled it.
-async fn next_delivery(consumer: &mut Consumer, queue: &str) -> anyhow::Result<Delivery> {
+pub(crate) async fn next_delivery(
+    consumer: &mut Consumer,
+    queue: &str,
+) -> anyhow::Result<Delivery> {
     std::future::poll_fn(|cx| Pin::new(&mut *consumer).poll_next(cx))
         .await
         .ok_or_else(|| anyhow::anyhow!("the broker cancelled the consumer of `{queue}`"))?

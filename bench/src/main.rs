@@ -26,6 +26,7 @@ mod report;
 mod resources;
 mod retries;
 mod units;
+mod unusual;
 
 use clap::{Parser, Subcommand};
 
@@ -62,6 +63,10 @@ enum Command {
     /// One host on a three-node cluster with quorum queues against one node with classic
     /// queues (needs `--cluster-url`; not part of `all`).
     Cluster(Options),
+    /// Valid messages with unusual headers (strings that are not UTF-8, every field type),
+    /// each with an ordinary message behind it, consumed by raw lapin and by amqprs:
+    /// whether each client gets both on the connection it started with (not part of `all`).
+    Unusual(Options),
     /// Internal: measure RSS in a fresh process and print it as JSON.
     #[command(hide = true)]
     RssProbe,
@@ -132,6 +137,7 @@ async fn main() -> anyhow::Result<()> {
     let (options, scenarios): (Options, &[Scenario]) = match cli.command {
         Command::RssProbe => return resources::probe().await,
         Command::BlackboxConsumer(args) => return blackbox::consume(args).await,
+        Command::Unusual(options) => return unusual::run(&options.amqp_url).await,
         Command::All(options) => (options, &Scenario::ALL),
         Command::Memory(options) => (options, &[Scenario::Memory]),
         Command::Rabbitmq(options) => (options, &[Scenario::Rabbitmq]),
