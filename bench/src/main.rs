@@ -66,7 +66,7 @@ enum Command {
     /// Valid messages with unusual headers (strings that are not UTF-8, every field type),
     /// each with an ordinary message behind it, consumed by raw lapin and by amqprs:
     /// whether each client gets both on the connection it started with (not part of `all`).
-    Unusual(Options),
+    Unusual(Broker),
     /// Internal: measure RSS in a fresh process and print it as JSON.
     #[command(hide = true)]
     RssProbe,
@@ -75,11 +75,9 @@ enum Command {
     BlackboxConsumer(blackbox::ConsumerArgs),
 }
 
+/// The broker to run against.
 #[derive(Debug, Clone, clap::Args)]
-struct Options {
-    /// Small sizes: checks that every scenario runs, its numbers mean little.
-    #[arg(long)]
-    quick: bool,
+struct Broker {
     /// The broker for the RabbitMQ scenarios.
     #[arg(
         long,
@@ -87,6 +85,15 @@ struct Options {
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
     )]
     amqp_url: String,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct Options {
+    /// Small sizes: checks that every scenario runs, its numbers mean little.
+    #[arg(long)]
+    quick: bool,
+    #[command(flatten)]
+    broker: Broker,
     /// The nodes of a RabbitMQ cluster, comma-separated, for the `cluster` scenario.
     #[arg(long, env = "JOBHOST_CLUSTER_AMQP")]
     cluster_url: Option<String>,
@@ -125,7 +132,7 @@ impl Sizes {
             starts,
             http_requests,
             rounds,
-            amqp_url: options.amqp_url.clone(),
+            amqp_url: options.broker.amqp_url.clone(),
             cluster_url: options.cluster_url.clone(),
         }
     }
@@ -137,7 +144,7 @@ async fn main() -> anyhow::Result<()> {
     let (options, scenarios): (Options, &[Scenario]) = match cli.command {
         Command::RssProbe => return resources::probe().await,
         Command::BlackboxConsumer(args) => return blackbox::consume(args).await,
-        Command::Unusual(options) => return unusual::run(&options.amqp_url).await,
+        Command::Unusual(broker) => return unusual::run(&broker.amqp_url).await,
         Command::All(options) => (options, &Scenario::ALL),
         Command::Memory(options) => (options, &[Scenario::Memory]),
         Command::Rabbitmq(options) => (options, &[Scenario::Rabbitmq]),

@@ -108,24 +108,52 @@ pub(crate) async fn run(url: &str) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for (n, (case, headers)) in cases().into_iter().enumerate() {
         let mut row = vec![case.to_owned()];
-        for client in ["lapin", "amqprs"] {
-            let queue = queue_name(&format!("unusual.{n}.{client}"));
+        for (m, client) in Client::ALL.into_iter().enumerate() {
+            let queue = queue_name(&format!("unusual.{n}.{m}"));
             fill(&publisher, &queue, &headers).await?;
-            let verdict = match client {
-                "lapin" => through_lapin(url, &queue).await,
-                _ => through_amqprs(url, &queue).await,
-            };
+            let verdict = client.consume(url, &queue).await;
             delete(&connection, &queue).await?;
             row.push(verdict.unwrap_or_else(|error| format!("fails: {error}")));
         }
         rows.push(row);
     }
     let _ = connection.close(200, "done".into()).await;
-    println!("| message | raw lapin | amqprs |\n|---|---|---|");
+    let names: Vec<&str> = Client::ALL.iter().map(|client| client.name()).collect();
+    println!(
+        "| message | {} |\n|---|{}",
+        names.join(" | "),
+        "---|".repeat(names.len())
+    );
     for row in rows {
         println!("| {} |", row.join(" | "));
     }
     Ok(())
+}
+
+/// A client asked for each case's messages.
+#[derive(Debug, Clone, Copy)]
+enum Client {
+    Lapin,
+    Amqprs,
+}
+
+impl Client {
+    const ALL: [Self; 2] = [Self::Lapin, Self::Amqprs];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Lapin => "raw lapin",
+            Self::Amqprs => "amqprs",
+        }
+    }
+
+    /// Consume `queue` on a connection of its own: the case's verdict.
+    async fn consume(self, url: &str, queue: &str) -> anyhow::Result<String> {
+        match self {
+            Self::Lapin => through_lapin(url, queue).await,
+            Self::Amqprs => through_amqprs(url, queue).await,
+        }
+    }
 }
 
 /// Declare `queue` and put the unusual message and an ordinary one into it.
