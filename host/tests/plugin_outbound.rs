@@ -40,7 +40,7 @@ async fn a_request_to_an_origin_not_granted_fails_naming_the_grant_and_never_con
         format!(
             "outbound request to `http://{0}` is not allowed for plugin `http-probe`; to \
              allow it add \"http://{0}\" to allowed_outbound_hosts under \
-             [plugins.http-probe] in plugins/jobhost.toml",
+             [plugins.http-probe] in the grants file jobhost.toml",
             denied.addr
         )
     );

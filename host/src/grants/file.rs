@@ -10,8 +10,10 @@ use toml::Spanned;
 
 use super::origin::OriginPattern;
 use super::secret::{Secret, SecretSource};
+use super::slots::RequestSlots;
 use super::trust::OutboundTrust;
 use super::{Grants, GrantsError, PluginGrants, Value};
+use crate::text::{self, NAME_MAX};
 
 /// The most bytes a secret file may hold: a key or a token, not a data set.
 const SECRET_FILE_MAX: u64 = 64 * 1024;
@@ -34,6 +36,7 @@ struct OutboundSection {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PluginSection {
+    sha256: Option<Spanned<String>>,
     #[serde(default)]
     allowed_outbound_hosts: Vec<Spanned<String>>,
     max_concurrent_requests: Option<Spanned<u64>>,
@@ -98,6 +101,23 @@ fn plugin(
     section: PluginSection,
 ) -> Result<PluginGrants, GrantsError> {
     let defaults = PluginGrants::empty();
+    let sha256 = section
+        .sha256
+        .map(|pin| {
+            let digest = pin.get_ref();
+            if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                Ok(digest.to_ascii_lowercase())
+            } else {
+                Err(lines.error(
+                    pin.span(),
+                    format!(
+                        "sha256 `{}`: it must be 64 hex digits, as `sha256sum` prints them",
+                        text::bounded(digest, NAME_MAX)
+                    ),
+                ))
+            }
+        })
+        .transpose()?;
     let allowed_outbound_hosts = section
         .allowed_outbound_hosts
         .iter()
@@ -143,12 +163,13 @@ fn plugin(
     };
     let values = values(lines, name, section.config, section.secrets)?;
     Ok(PluginGrants {
+        sha256,
         allowed_outbound_hosts,
         max_concurrent_requests,
         max_response_bytes,
         request_timeout,
         values,
-        requests: Arc::new(Semaphore::new(max_concurrent_requests)),
+        requests: RequestSlots::new(max_concurrent_requests),
     })
 }
 
@@ -273,7 +294,8 @@ mod tests {
         let grants = parse(&file, text).expect("valid");
         let webhook = grants.plugin("webhook").expect("a section");
         assert_eq!(webhook.max_concurrent_requests, 2);
-        assert_eq!(webhook.requests().available_permits(), 2);
+        assert_eq!(webhook.requests().available(), 2);
+        assert_eq!(webhook.sha256, None);
         assert_eq!(webhook.max_response_bytes, 100);
         assert_eq!(
             webhook.request_timeout,
@@ -373,5 +395,26 @@ mod tests {
         );
         let err = error("[plugins.a.secrets]\nkey = { env = \"A\", file = \"b\" }\n");
         assert!(err.contains("must name exactly one source"), "{err}");
+    }
+
+    #[test]
+    fn a_digest_pin_is_64_hex_digits_kept_in_lowercase() {
+        let digest = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
+        let grants = parse_text(&format!("[plugins.a]\nsha256 = \"{digest}\"\n")).expect("valid");
+        assert_eq!(
+            grants.plugin("a").and_then(|a| a.sha256.as_deref()),
+            Some(digest.to_ascii_lowercase().as_str())
+        );
+        for bad in [
+            "9f86d0",
+            &format!("{}g", &digest[..63]),
+            &format!("{digest}0"),
+        ] {
+            let err = error(&format!("[plugins.a]\n\nsha256 = \"{bad}\"\n"));
+            assert!(
+                err.contains("line 3: sha256 `") && err.contains("it must be 64 hex digits"),
+                "{err}"
+            );
+        }
     }
 }

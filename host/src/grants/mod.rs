@@ -3,18 +3,28 @@
 //!
 //! # Contract
 //! - Deny by default: no file, or no `[plugins.NAME]` section for a plugin, grants that
-//!   plugin nothing. NAME is the plugin's name from its manifest, as `jobhost plugins`
-//!   shows it.
+//!   plugin nothing.
+//! - Identity is the operator's: NAME is the stem of the plugin's file in the plugin
+//!   directory (`plugins/NAME.wasm` ↔ `[plugins.NAME]`), an [`Identity`] the host derives
+//!   from the file, never the name the guest's manifest reports (that name only labels the
+//!   plugin in logs, metrics and the admin API). A section may pin the binary's digest
+//!   (`sha256 = "..."`): a binary whose digest differs runs without the section's grants
+//!   ([`Grants::granted`], [`Pin::Mismatch`]) until the pin is updated.
 //! - The file is read whole and checked whole ([`Grants::load`]); unknown keys, malformed
 //!   origins, a key that is both a config value and a secret, a secret whose variable or
 //!   file cannot be read: each is a [`GrantsError`] naming the file and the line, and the
 //!   host keeps the grants it had.
 //! - A request is checked against the plugin's grants ([`Grants::check`]) before anything
 //!   leaves the host; a refusal ([`Refusal`]) names the origin, the plugin, and the line
-//!   that would allow it. Loopback, private, link-local and unspecified addresses are
+//!   that would allow it; it names the grants file by its file name only
+//!   ([`Grants::shown_file`]), never by a path, because refusals end up in dead letters.
+//!   Loopback, private, link-local and unspecified addresses are
 //!   reachable only through a grant that names the address itself or `localhost`
 //!   ([`Match::Explicit`]); every address a name resolves to is checked
 //!   ([`address::restricted`]).
+//! - A plugin's request slots (`max_concurrent_requests`) are one set per plugin name for
+//!   the life of the host ([`SharedGrants::replace`] resizes them), so jobs across a reload
+//!   never get more than the limit between them.
 //! - Secret values are [`Secret`]s: no `Debug`, `Display`, error or admin page shows them.
 //! - `https://` requests trust the webpki roots and, host-wide, the CAs of
 //!   `[outbound] ca_certificates` ([`OutboundTrust`]), read with the file.
@@ -24,7 +34,8 @@
 //! [outbound]
 //! ca_certificates = "certs/internal-ca.pem"   # PEM, relative to this file; optional
 //!
-//! [plugins.webhook]
+//! [plugins.webhook]                # for plugins/webhook.wasm
+//! sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"  # optional
 //! allowed_outbound_hosts = ["https://hooks.example.com", "http://127.0.0.1:7879"]
 //! max_concurrent_requests = 4     # default 4
 //! max_response_bytes = 10485760   # default 10 MiB
@@ -39,19 +50,21 @@ pub mod address;
 mod file;
 mod origin;
 mod secret;
+mod slots;
 mod trust;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use serde::{Deserialize, Serialize};
 
 use crate::text::{self, NAME_MAX};
 
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
 pub use secret::{Secret, SecretSource};
+pub use slots::{RequestPermit, RequestSlots};
 pub use trust::{CA_FILE_MAX, OutboundTrust};
 
 /// The name of the grants file in the plugin directory.
@@ -98,7 +111,8 @@ pub enum Refusal {
     /// No grant of the plugin matches the origin.
     #[error(
         "outbound request to `{origin}` is not allowed for plugin `{plugin}`; to allow it add \
-         \"{grant}\" to allowed_outbound_hosts under [plugins.{section}] in {file}"
+         \"{grant}\" to allowed_outbound_hosts under [plugins.{section}] in the grants file \
+         {file}"
     )]
     NotGranted {
         /// The request's origin, bounded.
@@ -109,7 +123,7 @@ pub enum Refusal {
         section: String,
         /// The grant that would allow it.
         grant: String,
-        /// The grants file.
+        /// The grants file's name.
         file: String,
     },
     /// A wildcard or a name matched, but the host resolves to an address only an explicit
@@ -117,7 +131,8 @@ pub enum Refusal {
     #[error(
         "outbound request to `{origin}` is not allowed for plugin `{plugin}`: `{host}` \
          resolves to {address}, {kind}, which only a grant naming that address allows; to \
-         allow it add \"{grant}\" to allowed_outbound_hosts under [plugins.{section}] in {file}"
+         allow it add \"{grant}\" to allowed_outbound_hosts under [plugins.{section}] in the \
+         grants file {file}"
     )]
     Restricted {
         /// The request's origin, bounded.
@@ -134,7 +149,25 @@ pub enum Refusal {
         kind: &'static str,
         /// The grant that would allow it.
         grant: String,
-        /// The grants file.
+        /// The grants file's name.
+        file: String,
+    },
+    /// The plugin's section pins another binary: it runs without its grants.
+    #[error(
+        "outbound request to `{origin}` is not allowed for plugin `{plugin}`: its binary's \
+         sha256 is {actual}, not the one pinned under [plugins.{section}] in the grants file \
+         {file}, so it runs without its grants until the pin is updated"
+    )]
+    PinMismatch {
+        /// The request's origin, bounded.
+        origin: String,
+        /// The plugin's name.
+        plugin: String,
+        /// The plugin's table key in the file.
+        section: String,
+        /// The sha256 of the binary that made the request.
+        actual: String,
+        /// The grants file's name.
         file: String,
     },
 }
@@ -153,9 +186,50 @@ pub enum Value {
     },
 }
 
+/// Who a plugin is to its grants: what the operator controls about it, derived by the
+/// host from the plugin's file, never from what the guest reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The stem of its file in the plugin directory: `plugins/NAME.wasm` is granted what
+    /// `[plugins.NAME]` says.
+    pub name: Arc<str>,
+    /// The sha256 of its binary, 64 lowercase hex digits, checked against the section's pin.
+    pub sha256: Arc<str>,
+}
+
+impl Identity {
+    /// The identity of the plugin file `file` whose bytes hash to `sha256`: the file's
+    /// stem, or the whole path when it has none.
+    pub fn of_file(file: &Path, sha256: impl Into<Arc<str>>) -> Self {
+        let name = file
+            .file_stem()
+            .unwrap_or(file.as_os_str())
+            .to_string_lossy()
+            .into();
+        Self {
+            name,
+            sha256: sha256.into(),
+        }
+    }
+}
+
+/// Whether a section's digest pin holds for a binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pin {
+    /// The section pins no digest: any binary at the file gets its grants.
+    Unpinned,
+    /// The binary's digest is the pinned one.
+    Matches,
+    /// The binary's digest is another: it runs without the section's grants.
+    Mismatch,
+}
+
 /// What one plugin is granted.
 #[derive(Debug)]
 pub struct PluginGrants {
+    /// The sha256 its binary must have, 64 lowercase hex digits; `None` pins nothing.
+    pub sha256: Option<String>,
     /// Origins it may send requests to.
     pub allowed_outbound_hosts: Vec<OriginPattern>,
     /// Requests it may have in flight at once, across all its jobs.
@@ -166,20 +240,21 @@ pub struct PluginGrants {
     pub request_timeout: Duration,
     /// Config values and secrets, by key (one key space).
     pub values: BTreeMap<String, Value>,
-    /// Permits for requests in flight, shared by all its jobs.
-    requests: Arc<Semaphore>,
+    /// Permits for requests in flight, shared by all its jobs and kept across reloads.
+    requests: Arc<RequestSlots>,
 }
 
 impl PluginGrants {
     /// The grants of a plugin with an empty section: nothing but the default limits.
     pub fn empty() -> Self {
         Self {
+            sha256: None,
             allowed_outbound_hosts: Vec::new(),
             max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             values: BTreeMap::new(),
-            requests: Arc::new(Semaphore::new(DEFAULT_MAX_CONCURRENT_REQUESTS)),
+            requests: RequestSlots::new(DEFAULT_MAX_CONCURRENT_REQUESTS),
         }
     }
 
@@ -192,8 +267,30 @@ impl PluginGrants {
     }
 
     /// The permits of its requests in flight.
-    pub fn requests(&self) -> &Arc<Semaphore> {
+    pub fn requests(&self) -> &Arc<RequestSlots> {
         &self.requests
+    }
+
+    /// Whether the section's pin holds for a binary whose digest is `sha256`.
+    pub fn pin(&self, sha256: &str) -> Pin {
+        match &self.sha256 {
+            None => Pin::Unpinned,
+            Some(pinned) if pinned.eq_ignore_ascii_case(sha256) => Pin::Matches,
+            Some(_) => Pin::Mismatch,
+        }
+    }
+
+    /// The same grants, their requests counted in `requests`.
+    fn with_requests(&self, requests: Arc<RequestSlots>) -> Self {
+        Self {
+            sha256: self.sha256.clone(),
+            allowed_outbound_hosts: self.allowed_outbound_hosts.clone(),
+            max_concurrent_requests: self.max_concurrent_requests,
+            max_response_bytes: self.max_response_bytes,
+            request_timeout: self.request_timeout,
+            values: self.values.clone(),
+            requests,
+        }
     }
 }
 
@@ -250,14 +347,46 @@ impl Grants {
         &self.outbound
     }
 
-    /// What `plugin` is granted, if the file has a section for it.
+    /// The section named `plugin`, if the file has one, whatever its pin says: what the
+    /// admin views show. Jobs take [`Grants::granted`].
     pub fn plugin(&self, plugin: &str) -> Option<&Arc<PluginGrants>> {
         self.plugins.get(plugin)
     }
 
-    /// Whether `plugin` may send a request to `origin`, and how the grant matched.
-    pub fn check(&self, plugin: &str, origin: &RequestOrigin) -> Result<Match, Box<Refusal>> {
-        let matched = self.plugin(plugin).and_then(|grants| {
+    /// What the plugin `id` is granted: its section, unless the section pins another
+    /// binary.
+    pub fn granted(&self, id: &Identity) -> Option<&Arc<PluginGrants>> {
+        self.plugin(&id.name)
+            .filter(|grants| grants.pin(&id.sha256) != Pin::Mismatch)
+    }
+
+    /// The grants file as refusals name it: its file name alone, because refusals end up
+    /// in dead letters, which should not tell where the host keeps its files.
+    pub fn shown_file(&self) -> String {
+        self.file
+            .file_name()
+            .unwrap_or(self.file.as_os_str())
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Whether the plugin `id` may send a request to `origin`, and how the grant matched.
+    pub fn check(&self, id: &Identity, origin: &RequestOrigin) -> Result<Match, Box<Refusal>> {
+        let plugin = &*id.name;
+        let shown_origin = || text::bounded(&origin.to_string(), NAME_MAX).into_owned();
+        if self
+            .plugin(plugin)
+            .is_some_and(|grants| grants.pin(&id.sha256) == Pin::Mismatch)
+        {
+            return Err(Box::new(Refusal::PinMismatch {
+                origin: shown_origin(),
+                plugin: plugin.to_owned(),
+                section: section(plugin),
+                actual: id.sha256.to_string(),
+                file: self.shown_file(),
+            }));
+        }
+        let matched = self.granted(id).and_then(|grants| {
             grants
                 .allowed_outbound_hosts
                 .iter()
@@ -266,11 +395,11 @@ impl Grants {
         });
         matched.ok_or_else(|| {
             Box::new(Refusal::NotGranted {
-                origin: text::bounded(&origin.to_string(), NAME_MAX).into_owned(),
+                origin: shown_origin(),
                 plugin: plugin.to_owned(),
                 section: section(plugin),
                 grant: text::bounded(&origin.suggested_grant(), NAME_MAX).into_owned(),
-                file: self.file.display().to_string(),
+                file: self.shown_file(),
             })
         })
     }
@@ -296,7 +425,7 @@ impl Grants {
             address,
             kind,
             grant: explicit.suggested_grant(),
-            file: self.file.display().to_string(),
+            file: self.shown_file(),
         }
     }
 }
@@ -315,24 +444,58 @@ fn section(plugin: &str) -> String {
 }
 
 /// The grants in force, shared by the engine (each job reads them when it starts) and the
-/// reload (which replaces them). Cheap to clone.
+/// reload (which replaces them), with each plugin's request slots. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct SharedGrants(Arc<RwLock<Arc<Grants>>>);
+pub struct SharedGrants(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    current: RwLock<Arc<Grants>>,
+    /// The request slots of every section name ever in force: a section that comes back
+    /// after a reload without it finds the requests its jobs still have in flight.
+    slots: Mutex<BTreeMap<String, Arc<RequestSlots>>>,
+}
 
 impl SharedGrants {
     /// Start with `grants`.
     pub fn new(grants: Grants) -> Self {
-        Self(Arc::new(RwLock::new(Arc::new(grants))))
+        let shared = Self(Arc::new(Shared {
+            current: RwLock::new(Arc::new(Grants::none(grants.file.clone()))),
+            slots: Mutex::new(BTreeMap::new()),
+        }));
+        shared.replace(grants);
+        shared
     }
 
     /// The grants in force now.
     pub fn current(&self) -> Arc<Grants> {
-        Arc::clone(&self.0.read().unwrap_or_else(|poison| poison.into_inner()))
+        Arc::clone(
+            &self
+                .0
+                .current
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
-    /// Put `grants` in force for the jobs that start from now on.
-    pub fn replace(&self, grants: Grants) {
-        *self.0.write().unwrap_or_else(|poison| poison.into_inner()) = Arc::new(grants);
+    /// Put `grants` in force for the jobs that start from now on. Each plugin keeps its
+    /// request slots, resized to the new `max_concurrent_requests`.
+    pub fn replace(&self, mut grants: Grants) {
+        let mut slots = self.0.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, plugin) in &mut grants.plugins {
+            let kept = slots
+                .entry(name.clone())
+                .or_insert_with(|| Arc::clone(plugin.requests()));
+            if !Arc::ptr_eq(kept, plugin.requests()) {
+                kept.resize(plugin.max_concurrent_requests);
+                *plugin = Arc::new(plugin.with_requests(Arc::clone(kept)));
+            }
+        }
+        *self
+            .0
+            .current
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(grants);
     }
 }
 
@@ -346,8 +509,16 @@ impl Default for SharedGrants {
 mod tests {
     use super::*;
 
+    /// The digest of every test binary.
+    const SHA256: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
     fn origin(scheme: &str, host: &str, port: u16) -> RequestOrigin {
         RequestOrigin::new(scheme, host, Some(port)).expect("http(s)")
+    }
+
+    /// The plugin at `plugins/NAME.wasm`, whose binary hashes to [`SHA256`].
+    fn id(name: &str) -> Identity {
+        Identity::of_file(Path::new(&format!("plugins/{name}.wasm")), SHA256)
     }
 
     #[test]
@@ -358,17 +529,17 @@ mod tests {
         )
         .expect("valid");
         let refusal = grants
-            .check("webhook", &origin("https", "evil.example", 443))
+            .check(&id("webhook"), &origin("https", "evil.example", 443))
             .expect_err("not granted");
         assert_eq!(
             refusal.to_string(),
             "outbound request to `https://evil.example:443` is not allowed for plugin \
              `webhook`; to allow it add \"https://evil.example\" to allowed_outbound_hosts \
-             under [plugins.webhook] in plugins/jobhost.toml"
+             under [plugins.webhook] in the grants file jobhost.toml"
         );
         assert!(
             grants
-                .check("webhook", &origin("https", "hooks.example.com", 443))
+                .check(&id("webhook"), &origin("https", "hooks.example.com", 443))
                 .is_ok()
         );
     }
@@ -377,7 +548,7 @@ mod tests {
     fn a_plugin_without_a_section_is_granted_nothing() {
         let grants = Grants::none("jobhost.toml");
         let refusal = grants
-            .check("my.plugin", &origin("http", "127.0.0.1", 8080))
+            .check(&id("my.plugin"), &origin("http", "127.0.0.1", 8080))
             .expect_err("deny by default");
         assert!(
             refusal
@@ -395,11 +566,11 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(
-            grants.check("p", &origin("http", "127.0.0.1", 8080)),
+            grants.check(&id("p"), &origin("http", "127.0.0.1", 8080)),
             Ok(Match::Explicit)
         );
         assert_eq!(
-            grants.check("p", &origin("http", "localhost", 8080)),
+            grants.check(&id("p"), &origin("http", "localhost", 8080)),
             Ok(Match::PublicOnly)
         );
     }
@@ -418,7 +589,105 @@ mod tests {
             "outbound request to `http://localhost:8080` is not allowed for plugin `p`: \
              `localhost` resolves to 127.0.0.1, a loopback address, which only a grant naming \
              that address allows; to allow it add \"http://127.0.0.1:8080\" to \
-             allowed_outbound_hosts under [plugins.p] in jobhost.toml"
+             allowed_outbound_hosts under [plugins.p] in the grants file jobhost.toml"
         );
+    }
+
+    #[test]
+    fn a_refusal_names_the_grants_file_by_its_name_not_where_it_lives() {
+        let grants = Grants::none("/etc/secret-place/jobhost/grants.toml");
+        let refusal = grants
+            .check(&id("p"), &origin("https", "x.example", 443))
+            .expect_err("deny by default")
+            .to_string();
+        assert!(
+            refusal.ends_with("in the grants file grants.toml"),
+            "{refusal}"
+        );
+        assert!(!refusal.contains("secret-place"), "{refusal}");
+    }
+
+    #[test]
+    fn a_plugin_is_granted_its_files_section_and_only_while_its_pin_holds() {
+        let text = |pin: &str| {
+            format!(
+                "[plugins.innocent]\n{pin}allowed_outbound_hosts = [\"https://ok.example\"]\n\
+                 [plugins.innocent.config]\nmine = \"ours\"\n"
+            )
+        };
+        let ok = origin("https", "ok.example", 443);
+        let unpinned = Grants::parse(Path::new("jobhost.toml"), &text("")).expect("valid");
+        let innocent = id("innocent");
+        assert_eq!(
+            unpinned.granted(&innocent).and_then(|g| g.value("mine")),
+            Some("ours")
+        );
+        assert_eq!(
+            unpinned.plugin("innocent").map(|g| g.pin(SHA256)),
+            Some(Pin::Unpinned)
+        );
+        assert!(unpinned.check(&innocent, &ok).is_ok());
+        assert!(
+            unpinned.granted(&id("someone-else")).is_none(),
+            "another file's stem is another plugin"
+        );
+
+        let pinned = Grants::parse(
+            Path::new("jobhost.toml"),
+            &text(&format!("sha256 = \"{}\"\n", SHA256.to_uppercase())),
+        )
+        .expect("valid");
+        assert!(pinned.granted(&innocent).is_some(), "the pin is case-blind");
+        assert_eq!(
+            pinned.plugin("innocent").map(|g| g.pin(SHA256)),
+            Some(Pin::Matches)
+        );
+
+        let changed = Identity::of_file(Path::new("plugins/innocent.wasm"), "0".repeat(64));
+        assert!(
+            pinned.granted(&changed).is_none(),
+            "another binary gets nothing"
+        );
+        let refusal = pinned
+            .check(&changed, &ok)
+            .expect_err("pin mismatch")
+            .to_string();
+        assert!(
+            refusal.contains(&format!(
+                "its binary's sha256 is {}, not the one pinned under [plugins.innocent]",
+                "0".repeat(64)
+            )),
+            "{refusal}"
+        );
+    }
+
+    #[tokio::test]
+    async fn request_slots_stay_one_set_across_reloads_and_follow_the_limit() {
+        let text = |limit: usize| format!("[plugins.p]\nmax_concurrent_requests = {limit}\n");
+        let parse = |limit| Grants::parse(Path::new("jobhost.toml"), &text(limit)).expect("valid");
+        let shared = SharedGrants::new(parse(2));
+        let slots = |shared: &SharedGrants| {
+            Arc::clone(shared.current().plugin("p").expect("a section").requests())
+        };
+        let before = slots(&shared);
+        let in_flight = (before.acquire().await, before.acquire().await);
+        shared.replace(parse(2));
+        let after = slots(&shared);
+        assert_eq!(
+            after.available(),
+            0,
+            "the jobs after the reload wait for the requests in flight before it"
+        );
+        shared.replace(Grants::none("jobhost.toml"));
+        shared.replace(parse(3));
+        assert_eq!(
+            slots(&shared).available(),
+            1,
+            "a section that comes back keeps its slots"
+        );
+        shared.replace(parse(1));
+        drop(in_flight);
+        assert_eq!(slots(&shared).available(), 1, "the limit shrank to 1");
+        assert!(Arc::ptr_eq(&before, &slots(&shared)));
     }
 }

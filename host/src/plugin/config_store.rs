@@ -3,8 +3,10 @@
 //! Linked by hand, like the `host` interface, so the key is read in guest memory: a key
 //! longer than [`KEY_MAX`] cannot name anything and is answered `none` without a copy, and
 //! each call is charged to the job's host-call budget. Values come from the plugin's
-//! section of the grants file as it was when the job started; config values and secrets
-//! share one key space, and an unknown key is `none`. Nothing here logs a value.
+//! section of the grants file as it was when the job started: the section its file names
+//! (never its manifest's name), none when the section pins another binary. Config values
+//! and secrets share one key space, and an unknown key is `none`. Nothing here logs a
+//! value.
 
 use wasmtime::StoreContextMut;
 use wasmtime::component::{ComponentType, Linker, Lower, WasmStr};

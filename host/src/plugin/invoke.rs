@@ -13,7 +13,6 @@
 //!    job's log.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::time::Duration;
 
 use jobhost_sdk::JobError;
@@ -66,7 +65,7 @@ impl Plugin {
                 memory_cap: engine.config.memory_limit,
                 timeout: job.timeout,
                 budget: engine.config.host_calls.clone(),
-                plugin: Arc::clone(&inner.name),
+                plugin: inner.identity.clone(),
                 job_id: job.job_id,
                 grants: engine.grants.current(),
             },

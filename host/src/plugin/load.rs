@@ -15,6 +15,12 @@
 //!    itself is lifted whole by wasmtime (an export's result cannot be read in place), so
 //!    its size is bounded by the guest's memory cap, once per load.
 //!
+//! A plugin's [`Identity`] (what its grants are looked up by) comes from its file: the
+//! file's stem and the sha256 of its bytes, computed once here and shared with the
+//! artifact cache's key and the version. The manifest's name is a display name: the
+//! plugin's log tags, its metrics and admin views; the registry keeps it unique among
+//! loaded plugins, but it decides nothing about grants.
+//!
 //! [`EngineConfig::load_timeout`]: super::EngineConfig::load_timeout
 
 use std::fmt;
@@ -34,7 +40,7 @@ use super::guest_log::LogTags;
 use super::manifest;
 use super::store::{JobState, StoreSetup, new_store};
 use super::watchdog::Watchdog;
-use crate::grants::Grants;
+use crate::grants::{Grants, Identity};
 use crate::job::Manifest;
 
 macro_rules! wit_version {
@@ -63,7 +69,10 @@ pub struct Plugin {
 
 pub(super) struct PluginInner {
     pub(super) engine: Engine,
+    /// The manifest's name: the plugin's log tag.
     pub(super) name: Arc<str>,
+    /// What its grants are looked up by.
+    pub(super) identity: Identity,
     pub(super) pre: PluginPre<JobState>,
     version: String,
     path: PathBuf,
@@ -83,9 +92,15 @@ impl fmt::Debug for Plugin {
 }
 
 impl Plugin {
-    /// The name the plugin gives itself in its manifest.
+    /// The name the plugin gives itself in its manifest: how logs, metrics and the admin
+    /// API label it; never what its grants are looked up by (see [`Plugin::identity`]).
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Who the plugin is to its grants: its file's stem and its binary's sha256.
+    pub fn identity(&self) -> &Identity {
+        &self.inner.identity
     }
 
     /// A short hex digest of the file's contents: equal versions are equal files.
@@ -114,6 +129,7 @@ pub(super) fn load(engine: &Engine, origin: &Path, bytes: &[u8]) -> Result<Plugi
     let path = || origin.to_owned();
     check_binary_kind(origin, bytes)?;
     let content_hash = hex(&Sha256::digest(bytes));
+    let identity = Identity::of_file(origin, content_hash.as_str());
     let (component, compiled_fresh) =
         cache::compile_or_fetch(&engine.inner, origin, &content_hash, bytes)?;
     check_world(engine, origin, &component)?;
@@ -127,7 +143,7 @@ pub(super) fn load(engine: &Engine, origin: &Path, bytes: &[u8]) -> Result<Plugi
         .instantiate_pre(&component)
         .map_err(link_error)?;
     let pre = PluginPre::new(pre).map_err(link_error)?;
-    let manifest = read_manifest(engine, origin, &pre)?;
+    let manifest = read_manifest(engine, origin, &identity, &pre)?;
     let manifest = manifest::from_wit(manifest).map_err(|cause| LoadError::Manifest {
         path: path(),
         cause,
@@ -137,6 +153,7 @@ pub(super) fn load(engine: &Engine, origin: &Path, bytes: &[u8]) -> Result<Plugi
     let inner = PluginInner {
         engine: engine.clone(),
         name: manifest.name.as_str().into(),
+        identity,
         pre,
         version,
         path: path(),
@@ -200,6 +217,7 @@ fn other_contract_version(interface: &str) -> Option<&str> {
 fn read_manifest(
     engine: &Engine,
     origin: &Path,
+    identity: &Identity,
     pre: &PluginPre<JobState>,
 ) -> Result<wit::Manifest, LoadError> {
     let inner = &engine.inner;
@@ -222,7 +240,7 @@ fn read_manifest(
             timeout,
             budget: config.host_calls.clone(),
             grants: Arc::new(Grants::none(crate::grants::FILE_NAME)),
-            plugin,
+            plugin: identity.clone(),
             job_id: Uuid::nil(),
         },
     );

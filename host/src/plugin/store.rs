@@ -17,7 +17,7 @@ use super::budget::{HostCallBudget, Spent};
 use super::engine::MIB;
 use super::guest_log::{GuestStdio, LogSink, LogTags, Stdio};
 use super::outbound::JobGrants;
-use crate::grants::Grants;
+use crate::grants::{Grants, Identity};
 use crate::job::FollowUp;
 use crate::text::{self, REASON_MAX};
 
@@ -116,8 +116,8 @@ pub(super) struct StoreSetup {
     pub(super) memory_cap: usize,
     pub(super) timeout: Duration,
     pub(super) budget: HostCallBudget,
-    /// The plugin's name as its manifest gives it, which its grants are filed under.
-    pub(super) plugin: Arc<str>,
+    /// Who the plugin is to its grants: its file, not its manifest.
+    pub(super) plugin: Identity,
     pub(super) job_id: Uuid,
     /// The grants in force when the call starts.
     pub(super) grants: Arc<Grants>,

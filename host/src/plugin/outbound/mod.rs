@@ -2,7 +2,8 @@
 //!
 //! # Contract
 //! - Every request is checked against the plugin's grants when the guest sends it
-//!   ([`Grants::check`]); a refused request fails in the guest with
+//!   ([`Grants::check`]), found by the plugin's [`Identity`] (its file), never by its
+//!   manifest's name; a refused request fails in the guest with
 //!   `error-code.internal-error` carrying the [`Refusal`](crate::grants::Refusal) message,
 //!   and nothing leaves the host. The first refusal of a job is logged at `warn` with the
 //!   plugin and the job id; the rest at `debug`, so a guest looping on a refusal cannot
@@ -34,7 +35,7 @@ use std::time::Instant;
 use uuid::Uuid;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::grants::{Grants, PluginGrants, Refusal, RequestOrigin};
+use crate::grants::{Grants, Identity, PluginGrants, Refusal, RequestOrigin};
 use send::Target;
 
 /// What a job may do beyond the sandbox: the grants in force when it started, for its
@@ -46,7 +47,7 @@ pub(super) struct JobGrants {
 
 impl JobGrants {
     pub(super) fn new(
-        plugin: Arc<str>,
+        plugin: Identity,
         job_id: Uuid,
         grants: Arc<Grants>,
         deadline: Instant,
@@ -62,9 +63,10 @@ impl JobGrants {
         }
     }
 
-    /// The plugin's own grants: its config values and secrets, limits and origins.
+    /// The plugin's own grants: its config values and secrets, limits and origins; none
+    /// when its section pins another binary.
     pub(super) fn plugin_grants(&self) -> Option<&Arc<PluginGrants>> {
-        self.refuser.grants.plugin(&self.refuser.plugin)
+        self.refuser.grants.granted(&self.refuser.plugin)
     }
 
     /// Where `request` may go, or the error the guest gets.
@@ -100,7 +102,7 @@ impl JobGrants {
 /// Turns a refusal into the guest's error, and logs it.
 #[derive(Clone)]
 struct Refuser {
-    plugin: Arc<str>,
+    plugin: Identity,
     job_id: Uuid,
     grants: Arc<Grants>,
     /// Whether a refusal of this job was logged at `warn` already.
@@ -109,7 +111,7 @@ struct Refuser {
 
 impl Refuser {
     fn error(&self, refusal: &Refusal) -> Error {
-        let (plugin, job_id) = (&*self.plugin, self.job_id);
+        let (plugin, job_id) = (&*self.plugin.name, self.job_id);
         if self.logged.swap(true, Ordering::Relaxed) {
             tracing::debug!(plugin, %job_id, %refusal, "outbound request refused");
         } else {
@@ -119,13 +121,17 @@ impl Refuser {
     }
 
     fn restricted(&self, origin: &RequestOrigin, address: IpAddr, kind: &'static str) -> Error {
-        self.error(&self.grants.restricted(&self.plugin, origin, address, kind))
+        self.error(
+            &self
+                .grants
+                .restricted(&self.plugin.name, origin, address, kind),
+        )
     }
 
     /// The server of `origin` presented a certificate the trust refuses, for `reason`.
     #[cfg(feature = "tls")]
     fn untrusted(&self, origin: &RequestOrigin, reason: &dyn std::fmt::Display) -> Error {
-        let (plugin, job_id) = (&*self.plugin, self.job_id);
+        let (plugin, job_id) = (&*self.plugin.name, self.job_id);
         let grants = self.grants.file().display();
         if self.logged.swap(true, Ordering::Relaxed) {
             tracing::debug!(plugin, %job_id, %origin, %reason, %grants, "{UNTRUSTED}");

@@ -13,12 +13,11 @@ use http_body_util::BodyExt as _;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep, timeout_at};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
 use super::{IoFuture, Refuser};
-use crate::grants::{Match, PluginGrants, RequestOrigin, Scheme, address};
+use crate::grants::{Match, PluginGrants, RequestOrigin, RequestPermit, Scheme, address};
 
 /// A granted request's destination and limits.
 pub(super) struct Target {
@@ -43,13 +42,9 @@ pub(super) async fn send(
     let sooner = |limit: Option<std::time::Duration>| {
         limit.map_or(deadline, |limit| deadline.min(Instant::now() + limit))
     };
-    let permit = timeout_at(
-        deadline,
-        Arc::clone(target.grants.requests()).acquire_owned(),
-    )
-    .await
-    .map_err(|_| Error::ConnectionLimitReached)?
-    .expect("a plugin's request semaphore is never closed");
+    let permit = timeout_at(deadline, target.grants.requests().acquire())
+        .await
+        .map_err(|_| Error::ConnectionLimitReached)?;
     let addresses = timeout_at(deadline, resolve(&target.origin))
         .await
         .map_err(|_| Error::DnsTimeout)??;
@@ -160,7 +155,7 @@ struct CappedBody {
     cap: u64,
     deadline: Pin<Box<Sleep>>,
     done: bool,
-    _permit: OwnedSemaphorePermit,
+    _permit: RequestPermit,
 }
 
 impl Body for CappedBody {
