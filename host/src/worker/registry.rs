@@ -2,6 +2,11 @@
 //!
 //! Each delivery reads the snapshot current when it starts, so a job already running
 //! finishes on the version it started with while the next delivery sees the new one.
+//!
+//! A unit is identified by its key (a plugin's file); its manifest's name labels it in
+//! logs and admin views, so no two loaded units may share one: a second unit claiming a
+//! loaded unit's name is refused ([`RegistryError::NameClaimed`]), and the first keeps
+//! serving.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -11,6 +16,7 @@ use jobhost_sdk::{QueueConfig, RetryPolicy};
 use tokio::sync::watch;
 
 use super::Handler;
+use crate::grants::Identity;
 use crate::job::{JobSpec, Manifest};
 use crate::plugin::Plugin;
 use crate::policy::effective_policy;
@@ -19,6 +25,7 @@ use crate::policy::effective_policy;
 #[derive(Clone)]
 pub struct Unit {
     key: String,
+    identity: Option<Identity>,
     version: String,
     manifest: Arc<Manifest>,
     handler: Arc<dyn Handler>,
@@ -45,6 +52,7 @@ impl Unit {
     ) -> Self {
         Self {
             key: key.into(),
+            identity: None,
             version: version.into(),
             manifest: Arc::new(manifest),
             handler,
@@ -55,7 +63,17 @@ impl Unit {
     pub fn from_plugin(key: impl Into<String>, plugin: Plugin) -> Self {
         let version = plugin.version().to_owned();
         let manifest = plugin.manifest().clone();
-        Self::new(key, version, manifest, Arc::new(plugin))
+        let identity = plugin.identity().clone();
+        Self {
+            identity: Some(identity),
+            ..Self::new(key, version, manifest, Arc::new(plugin))
+        }
+    }
+
+    /// Who the unit is to the grants file, when it is a plugin loaded from a file (see
+    /// [`crate::grants`]); `None` for a native handler, which no grant reaches.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.as_ref()
     }
 
     /// What identifies the unit across reloads.
@@ -128,6 +146,17 @@ impl Route {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegistryError {
+    /// Two units from different files claim one plugin name.
+    #[error(
+        "plugin {new} claims the name of plugin {existing}, which is loaded; a plugin's name \
+         is unique among loaded plugins, so rename one of them"
+    )]
+    NameClaimed {
+        /// The unit being loaded.
+        new: String,
+        /// The unit loaded under that name.
+        existing: String,
+    },
     /// Two units claim one job type.
     #[error("plugin {new} claims job type `{job}`, already served by plugin {existing}")]
     JobClaimed {
@@ -256,6 +285,12 @@ fn check_claims(others: &BTreeMap<String, Unit>, unit: &Unit) -> Result<(), Regi
                 queue: job.queue.clone(),
             });
         }
+    }
+    if let Some(other) = others.values().find(|other| other.name() == unit.name()) {
+        return Err(RegistryError::NameClaimed {
+            new: unit.label(),
+            existing: other.label(),
+        });
     }
     for other in others.values() {
         if let Some(job) = other

@@ -239,6 +239,37 @@ async fn a_conflicting_unit_is_refused_and_names_both_plugins() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_second_file_claiming_a_loaded_plugins_name_is_refused_naming_both_files() {
+    let ok = |_: &crate::job::Invocation<'_>| Outcome::Completed { follow_ups: vec![] };
+    let h = Harness::start(
+        [native_unit(
+            "plugins/someone-else.wasm",
+            manifest("someone-else", QueueConfig::new("q"), &["job"]),
+            ok,
+        )],
+        WorkerConfig::default(),
+    )
+    .await;
+    let err = h
+        .install(native_unit(
+            "plugins/innocent.wasm",
+            manifest("someone-else", QueueConfig::new("q2"), &["other"]),
+            ok,
+        ))
+        .expect_err("the name is taken");
+    assert_eq!(
+        err.to_string(),
+        "plugin `someone-else` (plugins/innocent.wasm) claims the name of plugin \
+         `someone-else` (plugins/someone-else.wasm), which is loaded; a plugin's name is \
+         unique among loaded plugins, so rename one of them"
+    );
+    let registry = h.plugins.current();
+    assert_eq!(registry.units().count(), 1, "the first keeps serving alone");
+    assert!(registry.route("job").is_some() && registry.route("other").is_none());
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_job_in_flight_finishes_on_the_version_it_started_with() {
     let slow = Arc::new(Slow::default());
     let v1 = Unit::new(
