@@ -218,3 +218,137 @@ fn a_broken_grants_file_at_start_is_refused_naming_its_line() {
         "{stderr}"
     );
 }
+
+/// A plugin directory holding the `http-probe` fixture as `file`, and a grants file
+/// `grants.toml` holding `text` in a directory of its own.
+fn deployed_as(file: &str, text: &str) -> (TempDir, TempDir) {
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    std::fs::copy(jobhost_fixtures::wasm("http-probe"), dir.path().join(file))
+        .expect("the fixture copies into the plugin directory");
+    let config_dir = tempfile::tempdir().expect("a config directory elsewhere");
+    std::fs::write(config_dir.path().join("grants.toml"), text).expect("the grants file");
+    (dir, config_dir)
+}
+
+/// `jobhost run` on `dir`, its grants in `config_dir`'s `grants.toml`.
+fn run_granted(dir: TempDir, config_dir: &TempDir) -> Host {
+    let mut command = jobhost();
+    command
+        .arg("run")
+        .arg("--plugins")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(config_dir.path().join("grants.toml"));
+    Host::spawn(command, dir, STARTUP)
+}
+
+#[test]
+fn a_plugin_named_after_another_gets_only_its_own_files_grants() {
+    // `http-probe` reports the name `http-probe` in its manifest; the operator deployed it
+    // as `innocent.wasm`.
+    let (dir, config_dir) = deployed_as(
+        "innocent.wasm",
+        "[plugins.innocent.config]\nmine = \"ours\"\n\
+         [plugins.http-probe.config]\nother_secret = \"theirs\"\n",
+    );
+    let host = run_granted(dir, &config_dir);
+    let unmatched = host.wait_for_line(STARTUP, |l| {
+        l.contains("grants section matches no loaded plugin")
+            && l.contains("section=\"http-probe\"")
+    });
+    assert!(
+        unmatched.contains("grants.toml") && unmatched.contains("http-probe.wasm"),
+        "the warning names the section, the grants file and the file it expects: {unmatched}"
+    );
+    let read = check_config(&host, json!({"other_secret": null, "mine": "ours"}));
+    assert!(
+        read.contains("job completed"),
+        "the plugin reads its file's section and not the one its manifest names: {read}"
+    );
+    let plugins = json_of(&host.cli(&["plugins", "--json"]));
+    assert_eq!(
+        plugins[0]["name"], "http-probe",
+        "the manifest's name labels it"
+    );
+    assert_eq!(plugins[0]["binding"]["section"], "innocent");
+    assert_eq!(plugins[0]["binding"]["pin"], "unpinned");
+    assert_eq!(plugins[0]["grants"]["config_keys"], json!(["mine"]));
+    let table = stdout_of(&host.cli(&["plugins"]));
+    assert!(
+        table.contains("Grants section: [plugins.innocent], by its file innocent.wasm; sha256 ")
+            && table.contains("not pinned"),
+        "{table}"
+    );
+
+    // A second file whose manifest claims the same name is refused; the first keeps serving.
+    let before = host.line_count();
+    let staged = host.plugin_dir().join("http-probe.staged");
+    std::fs::copy(jobhost_fixtures::wasm("http-probe"), &staged).expect("the copy is staged");
+    std::fs::rename(&staged, host.plugin_dir().join("http-probe.wasm")).expect("deployed");
+    let refused = host.wait_for_line_after(before, PROCESSING, |l| l.contains("plugin refused"));
+    assert!(
+        refused.contains("claims the name of plugin `http-probe`")
+            && refused.contains("http-probe.wasm)")
+            && refused.contains("innocent.wasm)"),
+        "the refusal names both files: {refused}"
+    );
+    let again = check_config(&host, json!({"other_secret": null, "mine": "ours"}));
+    assert!(again.contains("job completed"), "{again}");
+    assert_eq!(
+        json_of(&host.cli(&["plugins", "--json"]))
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+}
+
+#[test]
+fn a_pinned_section_grants_only_the_binary_it_pins() {
+    use sha2::Digest as _;
+    let wasm = std::fs::read(jobhost_fixtures::wasm("http-probe")).expect("the fixture");
+    let actual: String = sha2::Sha256::digest(&wasm)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let other = "0".repeat(64);
+    let pinned = |digest: &str, extra: &str| {
+        format!(
+            "[plugins.http-probe]\nsha256 = \"{digest}\"\n\
+             [plugins.http-probe.config]\ngreeting = \"pinned\"\n{extra}"
+        )
+    };
+    let (dir, config_dir) = deployed_as("http-probe.wasm", &pinned(&other, ""));
+    let host = run_granted(dir, &config_dir);
+    let warned = host.wait_for_line(STARTUP, |l| {
+        l.contains("not the one its grants section pins")
+    });
+    assert!(
+        warned.contains(&other) && warned.contains(&actual) && warned.contains("http-probe.wasm"),
+        "the warning names the file, the pinned and the actual digest: {warned}"
+    );
+    let denied = check_config(&host, json!({"greeting": null}));
+    assert!(
+        denied.contains("job completed"),
+        "another binary runs without its grants: {denied}"
+    );
+    let binding = &json_of(&host.cli(&["plugins", "--json"]))[0]["binding"];
+    assert_eq!(binding["pin"], "mismatch");
+    assert_eq!(binding["sha256"], actual.as_str());
+
+    let before = host.line_count();
+    replace_file(
+        &config_dir.path().join("grants.toml"),
+        &pinned(&actual, "[plugins.gone]\n"),
+    );
+    let gone = host.wait_for_line_after(before, PROCESSING, |l| {
+        l.contains("grants section matches no loaded plugin")
+    });
+    assert!(gone.contains("gone.wasm"), "a reload warns too: {gone}");
+    let granted = check_config(&host, json!({"greeting": "pinned"}));
+    assert!(
+        granted.contains("job completed"),
+        "the binary it pins gets its grants: {granted}"
+    );
+    let binding = &json_of(&host.cli(&["plugins", "--json"]))[0]["binding"];
+    assert_eq!(binding["pin"], "matches");
+}

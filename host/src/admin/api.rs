@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 pub use super::grants_view::{GrantsView, SecretView};
 use crate::envelope::Envelope;
-use crate::grants::Grants;
+use crate::grants::{Grants, Pin};
 use crate::job::JobSpec;
 use crate::worker::{Registry, Route, Unit};
 
@@ -39,10 +39,27 @@ pub struct PluginView {
     pub queues: Vec<QueueView>,
     /// The job types it serves, with their effective policies.
     pub jobs: Vec<JobView>,
-    /// What the grants file grants it; `None` when the file has no section for it, so it is
-    /// granted nothing beyond the sandbox.
+    /// What the grants file's section for it grants (shown even when its pin does not
+    /// hold); `None` when the file has no section for it, so it is granted nothing beyond
+    /// the sandbox.
     #[serde(default)]
     pub grants: Option<GrantsView>,
+    /// How its file binds it to its grants; `None` for a handler not loaded from a file.
+    #[serde(default)]
+    pub binding: Option<BindingView>,
+}
+
+/// How a plugin's file binds it to its grants: the section its file's stem names, its
+/// binary's digest, and whether the section's pin holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindingView {
+    /// `NAME` of the `[plugins.NAME]` section its file (`NAME.wasm`) is granted by.
+    pub section: String,
+    /// The sha256 of its binary, as a section's `sha256` pins it.
+    pub sha256: String,
+    /// Whether the section pins a digest and whether it is this binary's; on `mismatch`
+    /// the plugin runs without its grants.
+    pub pin: Pin,
 }
 
 impl PluginView {
@@ -56,10 +73,14 @@ impl PluginView {
 
     fn of(registry: &Registry, grants: &Grants, unit: &Unit) -> Self {
         let manifest = unit.manifest();
+        let section = unit.identity().and_then(|id| grants.plugin(&id.name));
         Self {
-            grants: grants
-                .plugin(unit.name())
-                .map(|granted| GrantsView::new(granted, grants.outbound())),
+            grants: section.map(|granted| GrantsView::new(granted, grants.outbound())),
+            binding: unit.identity().map(|id| BindingView {
+                section: id.name.to_string(),
+                sha256: id.sha256.to_string(),
+                pin: section.map_or(Pin::Unpinned, |granted| granted.pin(&id.sha256)),
+            }),
             name: unit.name().to_owned(),
             version: unit.version().to_owned(),
             file: unit.key().to_owned(),

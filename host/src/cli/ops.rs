@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use jobhost::admin::api::{
-    BackoffView, DeadLetterView, EnqueueRequest, GrantsView, PluginView, PolicyReport, PolicyView,
-    millis,
+    BackoffView, BindingView, DeadLetterView, EnqueueRequest, GrantsView, PluginView, PolicyReport,
+    PolicyView, millis,
 };
 use jobhost::admin::{self, AdminBackend, AdminClient};
 use jobhost::broker::{RabbitMqBackend, RabbitMqOptions};
+use jobhost::grants::Pin;
 use jobhost::policy::Granularity;
 use jobhost_sdk::QueueConfig;
 use serde::Serialize;
@@ -150,7 +151,26 @@ fn print_plugin(plugin: &PluginView) {
         "{}",
         render(&["Job type", "Queue", "Effective policy", "From"], &jobs)
     );
+    if let Some(binding) = &plugin.binding {
+        println!("{}", bound(binding));
+    }
     println!("{}\n", grants(plugin.grants.as_ref()));
+}
+
+/// Which section of the grants file a plugin's file binds it to, and its pin.
+fn bound(binding: &BindingView) -> String {
+    let pin = match binding.pin {
+        Pin::Unpinned => "not pinned",
+        Pin::Matches => "pinned, matches",
+        Pin::Mismatch => {
+            "PINNED TO ANOTHER BINARY: it runs without its grants until the pin is updated"
+        }
+    };
+    format!(
+        "Grants section: [plugins.{section}], by its file {section}.wasm; sha256 {}, {pin}",
+        binding.sha256,
+        section = binding.section,
+    )
 }
 
 /// A plugin's grants: origins, limits, and the names (never the values) of its config

@@ -7,6 +7,11 @@
 //! refusal is logged with the file and the cause and the previous version keeps serving
 //! until the file is fixed. An atomic rename into the directory is the preferred way to
 //! deploy: a renamed file is complete, so it is loaded at once.
+//!
+//! The grants follow the files (see [`crate::grants`]), so the loader warns where they do
+//! not meet: after loading the directory and after each grants reload, for a section that
+//! matches no loaded plugin's file; and on each load and grants reload, for a plugin whose
+//! binary is not the one its section pins (it runs without its grants).
 
 mod watch;
 
@@ -22,7 +27,7 @@ use tracing::{error, info, warn};
 
 use crate::activity::{ReloadChange, SHOWN_REASON_MAX};
 use crate::broker::BrokerError;
-use crate::grants::{Grants, GrantsError};
+use crate::grants::{self, Grants, GrantsError, Identity};
 use crate::metrics::{LoadOutcome, Metrics};
 use crate::plugin::{Engine, LoadError, Plugin};
 use crate::text::bounded;
@@ -162,6 +167,13 @@ impl Loader {
                 let plugins = grants.plugins().count();
                 self.engine.grants().replace(grants);
                 info!(file = %file.display(), plugins, "grants loaded");
+                self.warn_unmatched_sections();
+                let (grants, registry) = (self.engine.grants().current(), self.plugins.current());
+                for unit in registry.units() {
+                    if let Some(id) = unit.identity() {
+                        warn_pin(&grants, unit.key(), id);
+                    }
+                }
                 Ok(())
             }
             Err(err) => {
@@ -214,7 +226,29 @@ impl Loader {
                 loaded += 1;
             }
         }
+        self.warn_unmatched_sections();
         Ok(loaded)
+    }
+
+    /// Warn about every section of the grants in force that matches no loaded plugin's
+    /// file.
+    fn warn_unmatched_sections(&self) {
+        let grants = self.engine.grants().current();
+        let registry = self.plugins.current();
+        for (section, _) in grants.plugins() {
+            let matched = registry
+                .units()
+                .filter_map(Unit::identity)
+                .any(|id| &*id.name == section);
+            if !matched {
+                warn!(
+                    section,
+                    grants = %grants.file().display(),
+                    expected = %format!("{section}.wasm"),
+                    "a grants section matches no loaded plugin; it grants nothing until the plugin file `{section}.wasm` in the plugin directory loads"
+                );
+            }
+        }
     }
 
     /// Bring the registry in line with `path`: load it if it exists, unload it if not.
@@ -328,6 +362,7 @@ impl Loader {
             return Ok(Change::Unchanged);
         }
         let (name, version) = (plugin.name().to_owned(), plugin.version().to_owned());
+        let identity = plugin.identity().clone();
         let manifest = plugin.manifest();
         let jobs: Vec<&str> = manifest.jobs.iter().map(|j| j.name.as_str()).collect();
         let queues: Vec<&str> = manifest.queues.iter().map(|q| q.name.as_str()).collect();
@@ -342,6 +377,7 @@ impl Loader {
                 path: path.to_owned(),
                 conflict,
             })?;
+        warn_pin(&self.engine.grants().current(), key, &identity);
         let file = path.display();
         Ok(match previous {
             Some(old) => {
@@ -357,6 +393,22 @@ impl Loader {
                 Change::Loaded { name, version }
             }
         })
+    }
+}
+
+/// Warn when the section of the plugin `id`, loaded from `file`, pins another binary.
+fn warn_pin(grants: &Grants, file: &str, id: &Identity) {
+    let Some(section) = grants.plugin(&id.name) else {
+        return;
+    };
+    if section.pin(&id.sha256) == grants::Pin::Mismatch {
+        warn!(
+            file,
+            expected = section.sha256.as_deref().unwrap_or_default(),
+            actual = %id.sha256,
+            grants = %grants.file().display(),
+            "the plugin's sha256 is not the one its grants section pins: it runs without its grants until the pin is updated"
+        );
     }
 }
 

@@ -257,6 +257,15 @@ function grantsOf(grants) {
     el("div", { class: "muted" }, `${config}; ${secrets}`));
 }
 
+// Which section the plugin's file binds it to ([plugins.NAME] for NAME.wasm) and its pin.
+function bindingOf(binding) {
+  if (!binding) return [];
+  const pin = { unpinned: "not pinned", matches: "pinned, matches", mismatch: "pinned to another binary: runs without its grants" }[binding.pin];
+  return [el("dt", {}, "Bound by"),
+    el("dd", { class: binding.pin === "mismatch" ? "pin-mismatch" : "muted", title: `sha256 ${binding.sha256}` },
+      `[plugins.${binding.section}] ← ${binding.section}.wasm; ${pin}`)];
+}
+
 function bytes(n) {
   if (n >= 1048576) return `${(n / 1048576).toFixed(n % 1048576 ? 1 : 0)} MiB`;
   if (n >= 1024) return `${(n / 1024).toFixed(n % 1024 ? 1 : 0)} KiB`;
@@ -274,7 +283,7 @@ function renderPlugins(overview) {
     el("dl", { class: "facts" },
       el("dt", {}, "Queues"), el("dd", {}, p.queues.map((q) => q.name).join(", ") || "none"),
       el("dt", {}, "Job types"), el("dd", {}, p.jobs.map((j) => j.name).join(", ") || "none"),
-      el("dt", {}, "Grants"), grantsOf(p.grants)),
+      el("dt", {}, "Grants"), grantsOf(p.grants), ...bindingOf(p.binding)),
     historyOf(p.file, overview.reloads, now)));
   const orphans = [...new Set(overview.reloads.map((e) => e.file))].filter((f) => !loaded.has(f));
   for (const file of orphans) {
