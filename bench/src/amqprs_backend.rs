@@ -1,10 +1,11 @@
 //! A consume-only [`Backend`] on `amqprs`, so that the host's own [`Worker`] can be measured
 //! on a client whose socket I/O runs as tasks on the runtime's threads, where lapin's runs
 //! on a thread of its own: what a port of `host/src/broker/rabbitmq/` to amqprs would
-//! spend per job, which issue 13's CPU target asks about. A measuring device, not a
-//! backend for users, and not a way forward: amqprs ends its connection on a valid message
-//! whose headers hold a long string that is not UTF-8 (`jobhost-bench unusual`), which the
-//! broker would redeliver to every new connection of a host built on it.
+//! spend per job, which the CPU target asks about (BENCHMARKS.md, "Missed targets"). A
+//! measuring device, not a backend for users, and not a way forward: amqprs ends its
+//! connection on a valid message whose headers hold a long string that is not UTF-8
+//! (`jobhost-bench unusual`), which the broker would redeliver to every new connection of a
+//! host built on it.
 //!
 //! # Contract
 //! - [`Backend::consume`] opens a channel with the queue's prefetch and hands out its

@@ -3,8 +3,9 @@
 //! (`lapin-io-loop`). The same loop as [`crate::amqp::consume_and_ack_multiple`]: consume,
 //! ack every [`crate::amqp::ACK_EVERY`] deliveries with `multiple`, no task per delivery.
 //! What it spends per job, beside lapin's floor in one run, is what a change of client
-//! could give the host: the evidence issue 13's CPU target asks for. With a plugin, each
-//! delivery also calls the no-op's handler in a fresh instance, as lapin's floor does.
+//! could give the host: the evidence the CPU target asks for (BENCHMARKS.md, "Missed
+//! targets"). With a plugin, each delivery also calls the no-op's handler in a fresh
+//! instance, as lapin's floor does.
 
 use amqprs::channel::{BasicAckArguments, BasicConsumeArguments, BasicQosArguments};
 use amqprs::connection::{Connection, OpenConnectionArguments};

@@ -48,7 +48,7 @@ enum Command {
     /// Pre-published no-op jobs through the host, raw lapin and queuey, at prefetch 16 and
     /// 200: drain rate and CPU per job.
     Rabbitmq(Options),
-    /// Issue 13's table black-box: the `jobhost run` binary, queuey, raw lapin and the
+    /// The drain and CPU targets black-box: the `jobhost run` binary, queuey, raw lapin and the
     /// floor of a lapin consumer, each a process of its own, draining pre-published no-op
     /// jobs at prefetch 200; drain rate and the process's CPU per job.
     Blackbox(Options),

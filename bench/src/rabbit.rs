@@ -214,7 +214,7 @@ const NARROW_TARGETS: Targets = Targets {
     cpu_vs_queuey: None,
 };
 
-/// Prefetch 200, issue 13's targets.
+/// Prefetch 200, the targets of BENCHMARKS.md, "Comparison with peers".
 pub(crate) const WIDE_TARGETS: Targets = Targets {
     rate_vs_raw: Target::RatioAtLeast(0.8),
     rate_vs_queuey: Target::RatioAtLeast(1.2),

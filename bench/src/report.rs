@@ -3,7 +3,7 @@
 //! A throughput or drain ratio is "ours over the reference" in the direction where higher
 //! is better for jobhost: jobs/s over the reference's jobs/s, or the reference's drain
 //! time over ours. A CPU ratio is our CPU per job over the reference's, where lower is
-//! better, as issue 13 states its target ("≤ 0.7x queuey").
+//! better, as the CPU target reads ("≤ 0.7x queuey", BENCHMARKS.md).
 
 use std::fmt::Write as _;
 use std::time::Duration;

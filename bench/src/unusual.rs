@@ -1,6 +1,6 @@
 //! Valid messages that a client may fail to decode: why the host stays on lapin although the
-//! host's worker on amqprs spends less CPU per job (BENCHMARKS.md, "Issue 13: amqprs drops
-//! its connection on a valid message").
+//! host's worker on amqprs spends less CPU per job (BENCHMARKS.md, "Missed targets",
+//! the amqprs finding).
 //!
 //! # Contract
 //! - Each case is one message with unusual but valid AMQP headers, which RabbitMQ accepts

@@ -1,5 +1,5 @@
 //! The `jobhost` command: run a host, build and scaffold plugins, and operate a running
-//! host. See the README's CLI reference, or `jobhost help`.
+//! host. See docs/cli.md, or `jobhost help`.
 
 mod cli;
 

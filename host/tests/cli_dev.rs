@@ -19,7 +19,7 @@ use cli_support::{Host, PROCESSING, fixtures_target_dir, jobhost, json_of, stdou
 /// the scaffold alone takes seconds.
 const BUILD: Duration = Duration::from_secs(600);
 
-/// The largest component a small plugin may be (issue 14: "small components").
+/// The largest component a small plugin may be (BENCHMARKS.md, "Smaller findings").
 const MAX_COMPONENT: u64 = 300 * 1024;
 
 /// `jobhost new NAME` in `work`, with the default plugin directory.

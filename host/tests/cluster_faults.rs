@@ -163,7 +163,8 @@ impl Cluster {
         said(&self.run("rabbitmqctl", node, &[&list[..], &QUEUE_COLUMNS].concat()))
     }
 
-    /// Move `queue`'s leader to node `to`, with README's command for one queue, through
+    /// Move `queue`'s leader to node `to`, with the one-queue command of docs/scaling.md,
+    /// "Watch hold queues after two failovers in a row", through
     /// `node`; returns what the broker said (`{migrated,NODE}`). The remedy when a hold
     /// queue strands expired messages: at-least-once dead-lettering runs in a worker its
     /// leader starts, two elections in quick succession can leave the leader without one

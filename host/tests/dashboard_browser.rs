@@ -41,7 +41,8 @@ async fn get(addr: &str, path: &str) -> String {
         .expect("an HTTP answer")
 }
 
-/// Deploy `fixture` as `dir/versioned.wasm` by atomic rename, as the README recommends.
+/// Deploy `fixture` as `dir/versioned.wasm` by atomic rename, as docs/cli.md says
+/// ("Deploying a plugin").
 fn deploy(dir: &Path, fixture: &str) {
     let staged = dir.join(".versioned.wasm.tmp");
     std::fs::copy(jobhost_fixtures::wasm(fixture), &staged).expect("stage");
@@ -217,7 +218,8 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         .await;
     browser.screenshot("4-replayed").await;
 
-    // The README's picture: the whole page on a full-HD screen, on the letters still dead.
+    // The guide's picture (docs/dashboard.png): the whole page on a full-HD screen, on the
+    // letters still dead.
     browser
         .client
         .set_window_size(1920, 1080)

@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 const JOBS: usize = 3000;
 const SWAPS: usize = 10;
 
-/// Deploy `fixture` as `dir/versioned.wasm` the way the README recommends: write a
-/// temporary file beside it, then rename it into place.
+/// Deploy `fixture` as `dir/versioned.wasm` the way docs/cli.md says ("Deploying a
+/// plugin"): write a temporary file beside it, then rename it into place.
 fn deploy(dir: &Path, fixture: &str) {
     let staged = dir.join(".versioned.wasm.tmp");
     std::fs::copy(jobhost_fixtures::wasm(fixture), &staged).expect("stage");

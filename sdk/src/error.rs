@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::MAX_DELAY;
 
 /// The failure a handler returns; the host turns it into a retry, a deferral or a dead
-/// letter (see the user's chapter "Retries and backoff").
+/// letter (see docs/plugin-authors.md, "Retries and backoff").
 ///
 /// Build it with [`JobError::retryable`], [`JobError::fatal`], [`JobError::deferred`] or
 /// [`JobError::deferred_because`], or from another error with [`JobResultExt`].

@@ -1,6 +1,6 @@
 //! Retry policies and their arithmetic.
 //!
-//! This is the one implementation of the rules in the user's chapter "Retries and backoff":
+//! This is the one implementation of the rules of docs/plugin-authors.md, "Retries and backoff":
 //! guests compile it to `wasm32-wasip2` to describe their policies, and the host runs the
 //! same code to decide what happens after a failed attempt.
 

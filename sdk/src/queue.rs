@@ -86,7 +86,7 @@ pub enum QueueType {
     /// A RabbitMQ quorum queue, replicated over the cluster's nodes (Raft): it survives the
     /// loss of a minority of them. Always durable; hold queues dead-letter at-least-once,
     /// so a retry is never dropped between hold queue and work queue. Message priority is
-    /// not what it is on a classic queue: see the README, "Scaling out and high availability".
+    /// not what it is on a classic queue: see docs/scaling.md, "Priorities on quorum queues".
     Quorum,
 }
 

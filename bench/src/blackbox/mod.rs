@@ -1,5 +1,5 @@
-//! Issue 13's table measured black-box, as a user would: every consumer is a process of
-//! its own, and what it costs is that process's CPU.
+//! The drain and CPU targets measured black-box (BENCHMARKS.md, "Method"), as a user
+//! would: every consumer is a process of its own, and what it costs is that process's CPU.
 //!
 //! # Contenders, in this order in each round
 //! 1. Raw lapin consume + ack, prefetch 200 (this binary's hidden `blackbox-consumer`).
@@ -328,10 +328,10 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         row(queuey, Contender::ALL[1]),
         row(host, Contender::ALL[CONTENDERS - 1]),
     ];
-    // What issue 13's CPU target asks of the host, asked of the floors and of the host's
-    // worker on either client: how close to the target any consumer on lapin can come,
-    // with and without an instance per job, and one on a client without an I/O thread of
-    // its own.
+    // What the CPU target (BENCHMARKS.md, "Missed targets") asks of the host, asked of the
+    // floors and of the host's worker on either client: how close to the target any
+    // consumer on lapin can come, with and without an instance per job, and one on a
+    // client without an I/O thread of its own.
     let floors: Vec<Row> = floors
         .into_iter()
         .zip(&Contender::ALL[2..CONTENDERS - 1])

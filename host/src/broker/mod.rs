@@ -1,7 +1,7 @@
 //! Where jobs wait: the [`Backend`] seam and its two implementations.
 //!
-//! The seam is shaped after RabbitMQ's topology (see `design.md`, "Wire format and
-//! topology"): a work queue `q`, its dead-letter queue `q.dead`, and one hold queue
+//! The seam is shaped after RabbitMQ's topology (see docs/architecture.md, "Wire format
+//! and topology"): a work queue `q`, its dead-letter queue `q.dead`, and one hold queue
 //! `q.deferred.{ttl_ms}` per distinct rounded delay, whose TTL dead-letters messages back
 //! onto `q`. The in-process [`MemoryBackend`] keeps the same semantics with timers on
 //! tokio's clock, so tests run under a paused clock.

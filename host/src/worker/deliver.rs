@@ -1,4 +1,4 @@
-//! The per-delivery algorithm (`design.md`, "Per-delivery flow").
+//! The per-delivery algorithm (docs/architecture.md, "Per-delivery flow").
 //!
 //! 0. A redelivered message that this worker failed to settle before waits a backoff; one
 //!    that failed to settle [`WorkerConfig::max_redeliveries`](super::WorkerConfig) times

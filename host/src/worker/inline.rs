@@ -2,7 +2,7 @@
 //!
 //! A task per delivery cost a no-op job on RabbitMQ about a seventh of the host's CPU: the
 //! spawn, and above all the wake of a second runtime thread to steal the task, which then
-//! sleeps again (BENCHMARKS.md, "Issue 13: short jobs in the consume loop"). So the consume
+//! sleeps again (BENCHMARKS.md, "Short jobs in the consume loop"). So the consume
 //! loop polls each new delivery once itself, and spawns it only if that poll did not finish
 //! it: the job waits on I/O, a publish confirm or a backoff, or its guest yielded at an
 //! epoch tick.

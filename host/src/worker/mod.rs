@@ -297,7 +297,7 @@ impl<B: Backend> ConsumeLoop<B> {
         // spawning a task moves its future a few times (into the tracker's wrapper, into
         // the task's cell, into `select!` at the first poll); unboxed, those were copies
         // of the whole future per job (`memmove` was 10-13% of `jobhost run`'s CPU, see
-        // BENCHMARKS.md); boxed, only a pointer moves.
+        // BENCHMARKS.md, "Smaller findings"); boxed, only a pointer moves.
         // Panics are caught here, so that one of the host's own code in an inline poll
         // ends only its delivery (which the broker redelivers), as it would in a task, and
         // not this queue's loop.

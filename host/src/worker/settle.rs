@@ -201,7 +201,7 @@ impl<'a, B: Backend> Settling<'a, B> {
 
     /// Count the settlement for the worker's periodic summary and its metrics; a
     /// completion is logged at debug only, because a line per job costs more than the job
-    /// (see README, "Logs").
+    /// (see docs/cli.md, "Logs").
     fn log_settled(&self, job: Option<&Envelope>, settlement: &Settlement) {
         self.shared.tally.count(settlement.settled());
         self.seen

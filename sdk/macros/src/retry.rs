@@ -1,5 +1,5 @@
-//! `retry(...)`: reading and checking a retry policy, the grammar of the user's chapter
-//! "Retries and backoff" (syn only).
+//! `retry(...)`: reading and checking a retry policy, the grammar of
+//! docs/plugin-authors.md, "Retries and backoff" (syn only).
 
 use std::time::Duration;
 

@@ -37,7 +37,7 @@
 //! assert_eq!(last.result, Err(JobError::fatal("out of patience")), "3 of 3 is the last");
 //! ```
 //!
-//! What the host does with each outcome is the user's chapter "Retries and backoff": `Ok`
+//! What the host does with each outcome is docs/plugin-authors.md, "Retries and backoff": `Ok`
 //! acknowledges (and only then publishes the follow-ups), `Fatal` dead-letters with the
 //! reason `fatal error: {error}`, `Retryable` asks the retry policy, `Deferred` comes back
 //! after its delay without spending an attempt.

@@ -1,4 +1,4 @@
-//! The user's chapter "Retries and backoff", sentence by sentence, on the real `scripted`
+//! docs/plugin-authors.md, "Retries and backoff", sentence by sentence, on the real `scripted`
 //! plugin and the memory backend under tokio's paused clock.
 
 use std::collections::BTreeMap;

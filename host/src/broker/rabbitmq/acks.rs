@@ -13,7 +13,7 @@
 //!   ends, and the task holds the channel open until then.
 //!
 //! Why batches: the broker, which shares the machine's cores with the host, spends less per
-//! job the more acks one frame carries (`BENCHMARKS.md`, "acks in batches"), and the
+//! job the more acks one frame carries (`BENCHMARKS.md`, "Acks in batches"), and the
 //! linger bounds what a batch costs a slow queue: an ack goes out at most [`LINGER`] late.
 //!
 //! Why one task: a `multiple` ack covers every unacked tag up to the one it names, so it

@@ -1,6 +1,6 @@
 //! The RabbitMQ [`Backend`], on lapin. No lapin type leaves this module.
 //!
-//! Topology (`design.md`, "Wire format and topology"): [`Backend::declare`] declares the
+//! Topology (docs/architecture.md, "Wire format and topology"): [`Backend::declare`] declares the
 //! work queue `q` (with `x-max-priority` and `x-message-ttl` when set) and its
 //! dead-letter queue `q.dead`. A delayed publish declares the hold queue
 //! `q.deferred.{ttl_ms}` right before publishing to it, unless this connection declared

@@ -63,11 +63,12 @@ impl Default for RabbitMqOptions {
             metrics: Metrics::default(),
             hold_sweep_interval: Duration::from_secs(10),
             // One consumer receives some 20,000-25,000 deliveries a second from RabbitMQ
-            // (BENCHMARKS.md), so jobs averaging up to 50 µs of a thread, 20,000 a second
-            // on one, about keep up with it in the consume loop, where a task each would
-            // cost a wake of another thread, a seventh of a no-op job's CPU. The time is
-            // wall time inside the job's polls, so it leaves room for a no-op job (10-15 µs
-            // alone) on a thread that the broker preempts now and then.
+            // (BENCHMARKS.md, "Short jobs in the consume loop"), so jobs averaging up to
+            // 50 µs of a thread, 20,000 a second on one, about keep up with it in the consume
+            // loop, where a task each would cost a wake of another thread, a seventh of a
+            // no-op job's CPU. The time is wall time inside the job's polls, so it leaves
+            // room for a no-op job (10-15 µs alone) on a thread that the broker preempts now
+            // and then.
             inline_limit: Some(Duration::from_micros(50)),
         }
     }

@@ -96,7 +96,7 @@ fn report(link: &Link, watch: &Watch, released: usize) {
         hold = %watch.hold.name,
         queue = %watch.queue,
         released,
-        "the broker kept messages in a hold queue past their delay; released them onto the work queue (see README, \"Known failure, in the broker\")"
+        "the broker kept messages in a hold queue past their delay; released them onto the work queue (see docs/scaling.md, \"Known failure, in the broker\")"
     );
     link.options
         .metrics
