@@ -7,8 +7,9 @@
 //! - Compiled plugins are cached where [`EngineConfig::cache_dir`] says (the CLI's default
 //!   is the user's cache directory, never the plugin directory, where whoever can drop a
 //!   plugin could also drop native code), so a restart does not recompile unchanged plugins.
-//! - The dashboard's login link is logged at start (`dashboard: http://ADDR/?token=...`),
-//!   good for one browser (see [`AdminAccess`]).
+//! - No credential is logged: neither the admin token nor a dashboard login link. The
+//!   caller logs where the token file is; `jobhost dashboard` reads it and prints a link
+//!   (see [`AdminAccess`]).
 //! - The admin API's `GET /metrics` serves the worker's [`WorkerConfig::metrics`], which
 //!   the loader (plugin loads) and the engine (pool use) count into as well.
 //! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
@@ -147,29 +148,20 @@ pub async fn run<B: AdminBackend>(
         .map(|a| a.to_string())
         .unwrap_or_default();
     info!(backend = B::KIND, "admin API listening on http://{addr}");
-    // The login link is good for one browser; logging in logs the next one.
-    info!("dashboard: {}", state.access.login_link(&addr));
+    info!(
+        "dashboard on http://{addr}/: `jobhost dashboard`, given this host's `--admin`, prints a link that signs a browser in"
+    );
     if let Some(file) = config.demo_jobs {
         let state = state.clone();
         tasks.spawn(async move { enqueue_demo(&file, &state).await });
     }
-    tasks.spawn(admin_api(admin, state, shutdown.clone()));
+    tasks.spawn(admin::serve(admin, state, shutdown.clone()));
     Worker::new(backend, plugins, config.worker)
         .run(shutdown)
         .await;
     while tasks.join_next().await.is_some() {}
     info!("host stopped");
     Ok(())
-}
-
-async fn admin_api<B: AdminBackend>(
-    listener: TcpListener,
-    state: AdminState<B>,
-    shutdown: CancellationToken,
-) {
-    if let Err(err) = admin::serve(listener, state, shutdown).await {
-        error!(error = %err, "the admin API stopped");
-    }
 }
 
 /// A line of the demo jobs file.

@@ -1,12 +1,16 @@
-//! The admin API answers only its owner: each refusal with its status, and the token
-//! holder's requests going through. The CLI's use of the token is in `cli_run.rs` (its
-//! commands pass the token unchanged) and in the last test here.
+//! The admin API answers only its owner: each refusal with its status, the token holder's
+//! and a dashboard session's requests going through, and the server's bounds on
+//! connections. The CLI's use of the token is in `cli_run.rs` (its commands pass the token
+//! unchanged, `jobhost dashboard` prints a link) and in a test here.
 
 mod cli_support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use jobhost::admin::{self, AdminAccess, AdminClient, AdminState, ClientError, MAX_DEAD_LIMIT};
+use jobhost::admin::{
+    self, AdminAccess, AdminClient, AdminState, ClientError, HEADER_READ_TIMEOUT, MAX_CONNECTIONS,
+    MAX_DEAD_LIMIT,
+};
 use jobhost::broker::MemoryBackend;
 use jobhost::grants::SharedGrants;
 use jobhost::metrics::Metrics;
@@ -22,7 +26,6 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// A running admin API on the memory backend, stopped when dropped.
 struct Api {
     addr: String,
-    access: AdminAccess,
     stop: CancellationToken,
 }
 
@@ -40,7 +43,7 @@ async fn api() -> Api {
         backend: MemoryBackend::new(),
         plugins: Plugins::new(),
         granularity: Granularity::default(),
-        access: access.clone(),
+        access,
         metrics: Metrics::new(),
         grants: SharedGrants::default(),
     };
@@ -48,7 +51,6 @@ async fn api() -> Api {
     tokio::spawn(admin::serve(listener, state, stop.clone()));
     Api {
         addr: bound.to_string(),
-        access,
         stop,
     }
 }
@@ -107,12 +109,74 @@ async fn a_cross_site_browser_request_is_forbidden_403() {
         "Origin: http://evil.example",
         "Origin: null",
         "Sec-Fetch-Site: cross-site",
+        // Port 80's origin: another server of this machine, not the API on its own port.
+        "Origin: http://127.0.0.1",
+        "Origin: http://localhost",
+        "Origin: http://[::1]",
     ] {
-        let code = status(&api, "GET /plugins", &[&host, browser]).await;
+        let code = status(&api, "GET /healthz", &[&host, browser]).await;
         assert_eq!(code, 403, "`{browser}` is refused");
     }
     let own = format!("Origin: http://{}", api.addr);
-    assert_eq!(status(&api, "GET /plugins", &[&host, &own]).await, 200);
+    assert_eq!(status(&api, "GET /healthz", &[&host, &own]).await, 200);
+}
+
+#[tokio::test]
+async fn reading_payloads_failure_reasons_or_grants_without_the_token_is_unauthorized_401() {
+    let api = api().await;
+    let host = format!("Host: {}", api.addr);
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    for path in [
+        "/dead/q",
+        "/api/overview",
+        "/api/events",
+        "/plugins",
+        "/policy/jobs.Work",
+    ] {
+        let request = format!("GET {path}");
+        assert_eq!(
+            status(&api, &request, &[&host]).await,
+            401,
+            "`{path}` needs the token or a session"
+        );
+        let wrong = "Authorization: Bearer not-the-token";
+        assert_eq!(status(&api, &request, &[&host, wrong]).await, 401);
+    }
+    for (path, with_token) in [
+        ("/dead/q", 200),
+        ("/api/overview", 200),
+        ("/plugins", 200),
+        ("/policy/jobs.Work", 404),
+    ] {
+        let request = format!("GET {path}");
+        assert_eq!(
+            status(&api, &request, &[&host, &bearer]).await,
+            with_token,
+            "`{path}` with the token"
+        );
+    }
+    for path in [
+        "/healthz",
+        "/metrics",
+        "/",
+        "/assets/dashboard.js",
+        "/api/session",
+    ] {
+        let request = format!("GET {path}");
+        assert_eq!(
+            status(&api, &request, &[&host]).await,
+            200,
+            "`{path}` is open"
+        );
+    }
+    let err = AdminClient::new(&api.addr)
+        .dead_letters("q", 10)
+        .await
+        .expect_err("listing dead letters needs the token");
+    assert!(
+        matches!(&err, ClientError::Api { status: 401, message } if message.contains("jobhost dashboard")),
+        "the refusal says how to get in: {err}"
+    );
 }
 
 #[tokio::test]
@@ -142,11 +206,6 @@ async fn mutating_requests_without_the_token_are_unauthorized_401() {
         matches!(&err, ClientError::Api { status: 401, message } if message.contains("token")),
         "the refusal says a token is missing: {err}"
     );
-    anonymous
-        .dead_letters("q", 10)
-        .await
-        .expect("reading needs no token");
-
     let owner = AdminClient::new(&api.addr).with_token(TOKEN);
     let purged = owner
         .purge_dead_letters("q")
@@ -158,7 +217,7 @@ async fn mutating_requests_without_the_token_are_unauthorized_401() {
 #[tokio::test]
 async fn a_dead_letter_limit_above_the_cap_is_a_bad_request_400_naming_the_cap() {
     let api = api().await;
-    let client = AdminClient::new(&api.addr);
+    let client = AdminClient::new(&api.addr).with_token(TOKEN);
     let err = client
         .dead_letters("q", MAX_DEAD_LIMIT + 1)
         .await
@@ -200,31 +259,60 @@ fn a_client_command_without_the_hosts_token_is_refused_and_says_why() {
     );
 }
 
-#[tokio::test]
-async fn the_dashboard_login_link_opens_a_session_that_changes_jobs_only_from_its_page() {
-    let api = api().await;
+/// The `name=value` of the session cookie that `link`'s login sets.
+async fn sign_in(api: &Api, link: &str) -> String {
     let host = format!("Host: {}", api.addr);
-    let origin = format!("Origin: http://{}", api.addr);
-    let link = api.access.login_link(&api.addr);
     let login = format!("GET {}", link.split_once(&api.addr).expect("the address").1);
-    let first = answer(&api, &login, &[&host]).await;
+    let answer = answer(api, &login, &[&host]).await;
     assert!(
-        first.starts_with("HTTP/1.1 303"),
-        "a redirect to the page: {first}"
+        answer.starts_with("HTTP/1.1 303"),
+        "a redirect to the page: {answer}"
     );
-    let set_cookie = first
+    let set_cookie = answer
         .lines()
         .find_map(|l| l.strip_prefix("set-cookie: "))
-        .unwrap_or_else(|| panic!("the login sets the session cookie: {first}"));
+        .unwrap_or_else(|| panic!("the login sets the session cookie: {answer}"));
     assert!(
         set_cookie.contains("HttpOnly; SameSite=Strict"),
         "{set_cookie}"
     );
-    let cookie = format!(
-        "Cookie: {}",
-        set_cookie.split(';').next().expect("name=value")
-    );
+    set_cookie.split(';').next().expect("name=value").to_owned()
+}
 
+#[tokio::test]
+async fn a_login_link_of_the_token_holder_opens_a_session_that_changes_jobs_only_from_its_page() {
+    let api = api().await;
+    let host = format!("Host: {}", api.addr);
+    let origin = format!("Origin: http://{}", api.addr);
+    let err = AdminClient::new(&api.addr)
+        .login_link()
+        .await
+        .expect_err("a login link needs the token");
+    assert!(matches!(err, ClientError::Api { status: 401, .. }), "{err}");
+    let link = AdminClient::new(&api.addr)
+        .with_token(TOKEN)
+        .login_link()
+        .await
+        .expect("the token holder gets a link");
+    assert!(
+        link.starts_with(&format!("http://{}/?login=", api.addr)),
+        "{link}"
+    );
+    let session = sign_in(&api, &link).await;
+    let port = api.addr.rsplit(':').next().expect("a port");
+    assert!(
+        session.starts_with(&format!("jobhost_session_{port}=")),
+        "the cookie's name carries the port: {session}"
+    );
+    let cookie = format!("Cookie: {session}");
+
+    for read in ["GET /dead/q", "GET /api/overview", "GET /plugins"] {
+        assert_eq!(
+            status(&api, read, &[&host, &cookie]).await,
+            200,
+            "`{read}` with the session"
+        );
+    }
     let purge = "DELETE /dead/q/6f9619ff-8b86-4d01-b42d-00c04fc964ff";
     let replay = "POST /dead/q/6f9619ff-8b86-4d01-b42d-00c04fc964ff/replay";
     for request in [purge, replay] {
@@ -243,13 +331,82 @@ async fn the_dashboard_login_link_opens_a_session_that_changes_jobs_only_from_it
             401,
             "no cookie"
         );
-        let forged = "Cookie: jobhost_session=forged";
-        assert_eq!(status(&api, request, &[&host, &origin, forged]).await, 401);
+        let forged = format!("Cookie: jobhost_session_{port}=forged");
+        assert_eq!(status(&api, request, &[&host, &origin, &forged]).await, 401);
     }
+    assert_eq!(
+        status(&api, "POST /api/login", &[&host, &origin, &cookie]).await,
+        403,
+        "a session cannot mint logins, which would outlive its expiry"
+    );
 
+    let login = format!("GET {}", link.split_once(&api.addr).expect("the address").1);
     let again = answer(&api, &login, &[&host]).await;
     assert!(
         again.starts_with("HTTP/1.1 303") && !again.contains("set-cookie"),
         "a used link opens nothing: {again}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_cut_after_the_header_read_timeout() {
+    let api = api().await;
+    let mut stream = TcpStream::connect(&api.addr).await.expect("connects");
+    let started = Instant::now();
+    stream
+        .write_all(format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n", api.addr).as_bytes())
+        .await
+        .expect("sends half a head");
+    let mut answer = Vec::new();
+    let cut = tokio::time::timeout(
+        HEADER_READ_TIMEOUT + PATIENCE,
+        stream.read_to_end(&mut answer),
+    )
+    .await
+    .expect("the connection is cut in time");
+    assert!(
+        started.elapsed() >= HEADER_READ_TIMEOUT - Duration::from_millis(500),
+        "not before the timeout: {:?}",
+        started.elapsed()
+    );
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        cut.is_err() || !answer.contains(" 200 "),
+        "closed, never answered: {answer}"
+    );
+}
+
+#[tokio::test]
+async fn connections_beyond_the_cap_wait_until_one_closes() {
+    let api = api().await;
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        held.push(TcpStream::connect(&api.addr).await.expect("connects"));
+    }
+    let started = Instant::now();
+    let mut waiting = TcpStream::connect(&api.addr)
+        .await
+        .expect("the kernel queues it");
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        api.addr
+    );
+    waiting.write_all(request.as_bytes()).await.expect("sends");
+    let mut answer = String::new();
+    let early =
+        tokio::time::timeout(Duration::from_secs(1), waiting.read_to_string(&mut answer)).await;
+    assert!(
+        early.is_err(),
+        "no answer while {MAX_CONNECTIONS} connections are open: {answer}"
+    );
+    drop(held.pop());
+    tokio::time::timeout(PATIENCE, waiting.read_to_string(&mut answer))
+        .await
+        .expect("an answer once a connection closed")
+        .expect("reads");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        started.elapsed() < HEADER_READ_TIMEOUT,
+        "answered because one closed, not because the idle ones timed out"
     );
 }

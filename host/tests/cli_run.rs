@@ -1,5 +1,6 @@
 //! `jobhost run` on the memory backend, driven through the real binary: enqueue, dead
-//! letters, policies, exit codes and a clean Ctrl-C, also while a plugin hangs loading.
+//! letters, policies, exit codes and a clean Ctrl-C, also while a plugin hangs loading;
+//! a log without credentials, and `jobhost dashboard`'s link.
 
 mod cli_support;
 
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use cli_support::{Host, PROCESSING, STARTUP, jobhost, json_of, stdout_of};
+use cli_support::{Host, PROCESSING, STARTUP, http_get, jobhost, json_of, stdout_of};
 
 #[test]
 fn an_enqueued_job_is_processed_by_the_running_host() {
@@ -387,4 +388,105 @@ fn a_malformed_traceparent_is_a_usage_error_that_shows_the_expected_form() {
         stderr.contains("not a W3C traceparent: `00-{32 hex}-{16 hex}-{2 hex}`"),
         "{stderr}"
     );
+}
+
+/// Whether `line` holds 64 hex digits in a row: the length of the admin token and of
+/// every login or session secret.
+fn holds_a_secret(line: &str) -> bool {
+    let mut run = 0;
+    for c in line.chars() {
+        run = if c.is_ascii_hexdigit() { run + 1 } else { 0 };
+        if run >= 64 {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn the_log_holds_no_credential_and_jobhost_dashboard_prints_a_link_that_signs_in() {
+    let host = Host::start(&["scripted"]);
+    let token_file = host.token_file();
+    let token = host.token();
+    assert!(
+        token_file.is_absolute() && token_file.exists(),
+        "the log names the token file: {}",
+        token_file.display()
+    );
+
+    let output = host.cli(&["dashboard"]);
+    let link = stdout_of(&output).trim().to_owned();
+    let prefix = format!("http://{}/?login=", host.admin);
+    assert!(link.starts_with(&prefix), "a link to this host: {link}");
+    assert_ne!(&link[prefix.len()..], token, "the link is not the token");
+
+    let path = link.split_once(&host.admin).expect("the address").1;
+    let signed_in = http_get(&host.admin, path, &[]);
+    assert!(signed_in.starts_with("HTTP/1.1 303"), "{signed_in}");
+    let port = host.admin.rsplit(':').next().expect("a port");
+    let cookie = signed_in
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("the link signs in: {signed_in}"));
+    assert!(
+        cookie.starts_with(&format!("jobhost_session_{port}=")),
+        "the cookie's name carries the port: {cookie}"
+    );
+    let overview = http_get(
+        &host.admin,
+        "/api/overview",
+        &[&format!("Cookie: {cookie}")],
+    );
+    assert!(
+        overview.starts_with("HTTP/1.1 200"),
+        "the session reads: {overview}"
+    );
+    for path in ["/api/overview", "/dead/test.emails", "/plugins"] {
+        let anonymous = http_get(&host.admin, path, &[]);
+        assert!(
+            anonymous.starts_with("HTTP/1.1 401"),
+            "`{path}` without a session: {anonymous}"
+        );
+    }
+    let used = http_get(&host.admin, path, &[]);
+    assert!(!used.contains("set-cookie"), "the link works once: {used}");
+    host.wait_for_line(PROCESSING, |l| l.contains("a browser signed in"));
+
+    let log = host.log_lines();
+    let file = token_file.display().to_string();
+    assert!(
+        log.iter().any(|l| l.contains(&file)),
+        "the log names the token file"
+    );
+    let login = &link[prefix.len()..];
+    let session = cookie.split_once('=').expect("name=value").1;
+    for line in &log {
+        for secret in [token.as_str(), login, session] {
+            assert!(!line.contains(secret), "a credential is logged: {line}");
+        }
+        assert!(!holds_a_secret(line), "a secret is logged: {line}");
+        assert!(
+            !line.contains("?login=") && !line.contains("?token="),
+            "a login link is logged: {line}"
+        );
+    }
+}
+
+#[test]
+fn jobhost_dashboard_without_a_running_host_says_where_it_looked_for_the_token() {
+    let missing = tempfile::tempdir().expect("a temp directory");
+    let file = missing.path().join("no.token");
+    let output = jobhost()
+        .args(["dashboard", "--admin", "127.0.0.1:1", "--admin-token-file"])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&file.display().to_string()) && stderr.contains("jobhost run"),
+        "the error names the file and the host: {stderr}"
+    );
+    assert!(output.stdout.is_empty(), "no link");
 }

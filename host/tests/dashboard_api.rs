@@ -1,11 +1,11 @@
 //! What the dashboard's page reads, without a browser: the overview of a host on the
 //! memory backend, and the live stream, which ends when the host shuts down so that a
-//! page left open never holds up Ctrl-C.
+//! page left open never holds up Ctrl-C, and of which each session has slots of its own.
 
 use std::time::Duration;
 
-use jobhost::admin::dashboard::Overview;
-use jobhost::admin::{self, AdminAccess, AdminState};
+use jobhost::admin::dashboard::{MAX_STREAMS_PER_CALLER, Overview};
+use jobhost::admin::{self, AdminAccess, AdminClient, AdminState};
 use jobhost::broker::{Backend, MemoryBackend};
 use jobhost::grants::SharedGrants;
 use jobhost::job::{JobSpec, Manifest, Outcome};
@@ -19,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 const PATIENCE: Duration = Duration::from_secs(10);
+const TOKEN: &str = "token";
 
 /// The admin API of a host with one plugin serving `jobs.Work` on queue `work`, whose
 /// broker holds one dead letter, until `stop`.
@@ -61,7 +62,7 @@ async fn host(stop: &CancellationToken) -> String {
         backend,
         plugins,
         granularity: Granularity::default(),
-        access: AdminAccess::new("token", "127.0.0.1:0", addr),
+        access: AdminAccess::new(TOKEN, "127.0.0.1:0", addr),
         metrics: Metrics::new(),
         grants: SharedGrants::default(),
     };
@@ -69,11 +70,29 @@ async fn host(stop: &CancellationToken) -> String {
     addr.to_string()
 }
 
+/// `GET path` as the token holder.
 async fn request(addr: &str, path: &str) -> TcpStream {
+    request_as(addr, path, &format!("Authorization: Bearer {TOKEN}")).await
+}
+
+/// `GET path` with the credential header `credential`.
+async fn request_as(addr: &str, path: &str, credential: &str) -> TcpStream {
     let mut stream = TcpStream::connect(addr).await.expect("connects");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{credential}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("sends");
     stream
+}
+
+/// The status line of the answer on `stream`.
+async fn status_line(stream: TcpStream) -> (String, BufReader<TcpStream>) {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    tokio::time::timeout(PATIENCE, reader.read_line(&mut line))
+        .await
+        .expect("an answer in time")
+        .expect("reads");
+    (line, reader)
 }
 
 #[tokio::test]
@@ -134,4 +153,59 @@ async fn an_open_event_stream_sends_overviews_and_ends_when_the_host_shuts_down(
     tokio::time::timeout(PATIENCE, ended)
         .await
         .expect("the stream ends at shutdown");
+}
+
+#[tokio::test]
+async fn each_session_follows_the_host_in_pages_of_its_own_so_none_takes_every_slot() {
+    let stop = CancellationToken::new();
+    let addr = host(&stop).await;
+    let token = format!("Authorization: Bearer {TOKEN}");
+    let mut open = Vec::new();
+    for _ in 0..MAX_STREAMS_PER_CALLER {
+        let (line, stream) = status_line(request_as(&addr, "/api/events", &token).await).await;
+        assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+        open.push(stream);
+    }
+    let (line, _) = status_line(request_as(&addr, "/api/events", &token).await).await;
+    assert!(
+        line.starts_with("HTTP/1.1 503"),
+        "one caller's pages are capped: {line}"
+    );
+
+    let link = AdminClient::new(&addr)
+        .with_token(TOKEN)
+        .login_link()
+        .await
+        .expect("a login link");
+    let path = link.split_once(&addr).expect("the address").1;
+    let (line, mut login) = status_line(request_as(&addr, path, "X-Nothing: 1").await).await;
+    assert!(line.starts_with("HTTP/1.1 303"), "{line}");
+    let mut answer = String::new();
+    login.read_to_string(&mut answer).await.expect("reads");
+    let cookie = answer
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    let (line, _stream) =
+        status_line(request_as(&addr, "/api/events", &format!("Cookie: {cookie}")).await).await;
+    assert!(
+        line.starts_with("HTTP/1.1 200"),
+        "a session has slots of its own: {line}"
+    );
+
+    drop(open.pop());
+    let freed = async {
+        loop {
+            let (line, stream) = status_line(request_as(&addr, "/api/events", &token).await).await;
+            if line.starts_with("HTTP/1.1 200") {
+                return stream;
+            }
+        }
+    };
+    let _again = tokio::time::timeout(PATIENCE, freed)
+        .await
+        .expect("a closed page gives its slot back");
+    stop.cancel();
 }

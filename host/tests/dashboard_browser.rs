@@ -1,4 +1,5 @@
-//! The dashboard in headless Chromium against `jobhost run` on RabbitMQ: a scenario of
+//! The dashboard in headless Chromium against `jobhost run` on RabbitMQ, signed in through
+//! the link `jobhost dashboard` prints: a scenario of
 //! jobs that succeed, retry and dead-letter by two causes shows its queues, plugin
 //! versions and dead letters; replaying one dead letter from the page puts it back on its
 //! queue, where it completes; and swapping a plugin file shows the reload in the plugin's
@@ -16,7 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use browser_support::{Browser, LAPTOP};
-use cli_support::{Host, jobhost};
+use cli_support::{Host, jobhost, stdout_of};
 use serde_json::json;
 use support::worker::{eventually, fixture_queues, publish};
 use support::{amqp_url, backend, unique};
@@ -28,10 +29,12 @@ const VERSIONED: &str = "test.versioned";
 /// How long the host may take to load, run and settle what the test waits for.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// `GET path` of the admin API at `addr`, the body.
-async fn get(addr: &str, path: &str) -> String {
+/// `GET path` of the admin API at `addr` as the holder of `token`, the body.
+async fn get(addr: &str, token: &str, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).await.expect("connects");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
     stream.write_all(request.as_bytes()).await.expect("sends");
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.expect("reads");
@@ -50,9 +53,9 @@ fn deploy(dir: &Path, fixture: &str) {
 }
 
 /// The short version the page shows of the plugin in `file`, from `GET /plugins`.
-async fn version_of(addr: &str, file: &str) -> String {
-    let plugins: serde_json::Value =
-        serde_json::from_str(&get(addr, "/plugins").await).expect("JSON");
+async fn version_of(host: &Host, file: &str) -> String {
+    let body = get(&host.admin, &host.token(), "/plugins").await;
+    let plugins: serde_json::Value = serde_json::from_str(&body).expect("JSON");
     let version = plugins
         .as_array()
         .expect("a list")
@@ -90,13 +93,7 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
             l.contains("consuming") && l.contains(&consuming)
         });
     }
-    let login = host.wait_for_line(PATIENCE, |l| l.contains("dashboard: http://"));
-    let login = login
-        .split("dashboard: ")
-        .nth(1)
-        .expect("the login link")
-        .trim()
-        .to_owned();
+    let login = stdout_of(&host.cli(&["dashboard"])).trim().to_owned();
 
     // The scenario: two sent, one sent after retries, one fatal, one out of attempts.
     for to in [
@@ -145,8 +142,8 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
              && document.querySelector('#queues tr[data-queue=\"examples.emails\"] td:nth-child(6)')?.textContent === '3'",
         )
         .await;
-    let emails_version = version_of(&host.admin, "email-sender.wasm").await;
-    let v1 = version_of(&host.admin, "versioned.wasm").await;
+    let emails_version = version_of(&host, "email-sender.wasm").await;
+    let v1 = version_of(&host, "versioned.wasm").await;
     for version in [&emails_version, &v1] {
         let shown = format!(
             "[...document.querySelectorAll('#plugins .plugin-head .version')].some(v => v.textContent === '{version}')"
@@ -177,7 +174,7 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
     browser
         .until(PATIENCE, "the replacement in versioned's history", "[...document.querySelectorAll('#plugins .history li')].some(li => li.dataset.kind === 'replaced')")
         .await;
-    let v2 = version_of(&host.admin, "versioned.wasm").await;
+    let v2 = version_of(&host, "versioned.wasm").await;
     assert_ne!(v2, v1, "the file holds another version now");
     let replaced = browser
         .text("#plugins .history li[data-kind='replaced'] .what")
@@ -207,7 +204,7 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         .await;
     let completed = "jobhost_jobs_total{queue=\"test.versioned\",job_type=\"versioned.Echo\",outcome=\"completed\"} 1";
     eventually(PATIENCE, "the replayed job to complete", || async {
-        get(&host.admin, "/metrics")
+        get(&host.admin, &host.token(), "/metrics")
             .await
             .lines()
             .any(|l| l == completed)

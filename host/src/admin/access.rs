@@ -1,31 +1,40 @@
 //! Who may use the admin API: its owner on this machine, not a web page nor another user.
 //!
 //! # Contract
-//! Every request passes three checks, in this order:
+//! Every request passes four checks, in this order:
 //! 1. **`Host`** is a loopback name (`localhost`, `127.0.0.1`, `[::1]`) or the address the
 //!    API was configured or bound with, and names the API's port if it names one; anything
 //!    else is `421 Misdirected Request`. Because a DNS-rebinding page reaches the API under
-//!    its own host name, this keeps browsers out even of the read-only routes.
-//! 2. **`Origin`**, when a browser sends one, names an allowed host too, and
-//!    `Sec-Fetch-Site` is not `cross-site`; anything else is `403 Forbidden`, so a page of
-//!    another site cannot make a browser call the API.
-//! 3. **Mutating requests** (any method but `GET` and `HEAD`: enqueue, replay, purge)
-//!    carry `Authorization: Bearer TOKEN` with the token the host generated at start, or
-//!    come from the dashboard: the session cookie and an `Origin` (which check 2 found to
-//!    be this API's); without either, `401 Unauthorized`. The token is in a `0600` file
-//!    only this user reads, so another user of the machine cannot enqueue or drop jobs.
+//!    its own host name, this keeps browsers out even of the open routes.
+//! 2. **`Origin`**, when a browser sends one, is `http://` and an allowed host with the
+//!    API's port, and `Sec-Fetch-Site` is not `cross-site`; anything else is
+//!    `403 Forbidden`, so a page of another site cannot make a browser call the API. An
+//!    origin without a port is port 80's, another server of this machine, so it is refused
+//!    unless the API itself is on port 80.
+//! 3. **The caller** is the holder of the token (`Authorization: Bearer TOKEN`, the token
+//!    the host wrote at start into a `0600` file only this user reads) or a dashboard
+//!    session (its cookie). The routes that reveal payloads, failure reasons or grants
+//!    need one ([`require_caller`]; the list is the [router's](super::router)); without,
+//!    `401 Unauthorized`.
+//! 4. **Mutating requests** (any method but `GET` and `HEAD`: enqueue, replay, purge, a
+//!    login) need the token, or a session on a request that names its origin (which check
+//!    2 found to be this API's); without either, `401 Unauthorized`.
 //!
-//! # The dashboard's session
-//! A browser cannot read the token file, so the host logs a login link at start,
-//! `http://ADDR/?token=LOGIN` (as Jupyter does). `LOGIN` is a second random token, good
-//! for one use: [`AdminAccess::redeem`] exchanges it for the session cookie
-//! (`HttpOnly`, `SameSite=Strict`, so neither the page's scripts nor another site's
-//! requests carry it) and replaces it with a fresh one, which the host logs for the next
-//! browser. A link copied from the log or the browser's history after its use opens
-//! nothing. The session lasts as long as the host process.
+//! # The dashboard's logins and sessions
+//! A browser cannot read the token file, and the token never leaves it: not in the log,
+//! not in a link. `jobhost dashboard` reads the token file and asks `POST /api/login` for
+//! a login token (the token holder only), and prints `http://ADDR/?login=LOGIN`.
+//! [`AdminAccess::redeem`] exchanges `LOGIN` (once, within its lifetime) for a session of
+//! its own: a random secret in the cookie `jobhost_session_PORT` (`HttpOnly`,
+//! `SameSite=Strict`, so neither the page's scripts nor another site's requests carry it).
+//! The cookie's name carries the API's port because browsers send a cookie of `127.0.0.1`
+//! to every port of it: two hosts on one machine keep their sessions apart, and a server
+//! on another port never sees a name it could mistake for its own. Lifetimes and caps are
+//! the [`session`](super::session) store's.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN, WWW_AUTHENTICATE};
@@ -35,24 +44,29 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use super::server::ApiError;
+use super::session::{SESSION_LIFETIME, SessionId, Sessions, random_secret};
 
 /// Browsers send it with every request; `cross-site` means another site's page.
 const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 /// The host names that always mean this machine.
 const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
-/// The name of the dashboard's session cookie.
-const SESSION_COOKIE: &str = "jobhost_session";
+/// Who a request comes from, once [`guard`] has checked it; routes read it from the
+/// request's extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Caller {
+    /// The holder of the admin token: the client commands.
+    Token,
+    /// A dashboard session.
+    Session(SessionId),
+}
 
-/// The admin API's checks: the bearer token, the dashboard's login and session, and the
+/// The admin API's checks: the bearer token, the dashboard's logins and sessions, and the
 /// host names it answers to.
 #[derive(Clone)]
 pub struct AdminAccess {
     token: Arc<str>,
-    /// The one-time login token of the dashboard's next login link.
-    login: Arc<Mutex<String>>,
-    /// The value of the dashboard's session cookie.
-    session: Arc<str>,
+    sessions: Arc<Mutex<Sessions>>,
     names: Vec<String>,
     port: u16,
 }
@@ -85,47 +99,70 @@ impl AdminAccess {
         }
         Self {
             token: token.into(),
-            login: Arc::new(Mutex::new(Self::generate_token())),
-            session: Self::generate_token().into(),
+            sessions: Arc::default(),
             names,
             port: bound.port(),
         }
     }
 
-    /// The dashboard's login link on `addr` (`host:port`), good for one login.
-    pub fn login_link(&self, addr: &str) -> String {
-        let login = self.login.lock().expect("login token poisoned");
-        format!("http://{addr}/?token={login}")
+    /// A fresh random token: 32 bytes from the thread's CSPRNG, as hex.
+    pub fn generate_token() -> String {
+        random_secret()
     }
 
-    /// Exchange `login`, the token of a login link, for the `Set-Cookie` value of a
-    /// dashboard session; `None` unless it is the current login token, which a login
-    /// then replaces with a fresh one.
-    pub fn redeem(&self, login: &str) -> Option<String> {
-        let mut current = self.login.lock().expect("login token poisoned");
-        if !same_secret(login, &current) {
-            return None;
-        }
-        *current = Self::generate_token();
+    /// The name of the session cookie of this API: `jobhost_session_PORT`.
+    pub fn cookie_name(&self) -> String {
+        format!("jobhost_session_{}", self.port)
+    }
+
+    /// A login token for the dashboard's link, good once within its lifetime.
+    pub(super) fn mint_login(&self) -> String {
+        self.store().mint_login(Instant::now())
+    }
+
+    /// Exchange `login`, the token of a login link, for the `Set-Cookie` value of a new
+    /// dashboard session; `None` unless it is a pending, unexpired login token.
+    pub(super) fn redeem(&self, login: &str) -> Option<String> {
+        let secret = self.store().redeem(login, Instant::now())?;
         Some(format!(
-            "{SESSION_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-            self.session
+            "{}={secret}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+            self.cookie_name(),
+            SESSION_LIFETIME.as_secs()
         ))
     }
 
-    /// Whether `headers` may change jobs: the bearer token, or the dashboard's session
-    /// cookie on a request that names its origin.
-    pub(super) fn may_change(&self, headers: &HeaderMap) -> bool {
-        self.has_token(headers) || (headers.contains_key(ORIGIN) && self.has_session(headers))
+    /// Whether `caller` may still call: the token always, a session until it expires.
+    pub(super) fn is_current(&self, caller: Caller) -> bool {
+        match caller {
+            Caller::Token => true,
+            Caller::Session(id) => self.store().is_open(id, Instant::now()),
+        }
     }
 
-    /// A fresh random token: 32 bytes from the thread's CSPRNG, as hex.
-    pub fn generate_token() -> String {
-        let bytes: [u8; 32] = rand::random();
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    fn store(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.sessions.lock().expect("the session store poisoned")
     }
 
-    /// Whether `authority` (`host[:port]`) names this API.
+    /// Who `headers` come from: the bearer token first, else an open session's cookie.
+    fn caller(&self, headers: &HeaderMap) -> Option<Caller> {
+        if self.has_token(headers) {
+            return Some(Caller::Token);
+        }
+        let name = self.cookie_name();
+        let secret = headers
+            .get_all(COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find_map(|(key, value)| (key == name).then_some(value))?;
+        self.store()
+            .session(secret, Instant::now())
+            .map(Caller::Session)
+    }
+
+    /// Whether `authority` (`host[:port]`, a `Host` header) names this API; without a
+    /// port it means the scheme's, which a client that reached this socket did use.
     fn allows(&self, authority: &str) -> bool {
         let (host, port) = split_port(authority);
         let port_ok = match port {
@@ -135,7 +172,19 @@ impl AdminAccess {
         port_ok && self.names.iter().any(|n| n.eq_ignore_ascii_case(host))
     }
 
-    fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
+    /// Whether `origin` (an `Origin` header) is this API's own: `http://`, an allowed
+    /// host and this port. A browser leaves port 80 out of an origin, so an origin
+    /// without a port is another server's unless this API is on port 80.
+    fn is_own_origin(&self, origin: &str) -> bool {
+        let Some(authority) = origin.strip_prefix("http://") else {
+            return false;
+        };
+        let explicit = split_port(authority).1.is_some();
+        (explicit || self.port == 80) && self.allows(authority)
+    }
+
+    /// Checks 1 to 4 of the module's contract; the caller, if any, for the routes.
+    fn check(&self, method: &Method, headers: &HeaderMap) -> Result<Option<Caller>, ApiError> {
         let host = headers.get(HOST).and_then(|v| v.to_str().ok());
         if !host.is_some_and(|host| self.allows(host)) {
             return Err(ApiError::new(
@@ -149,24 +198,27 @@ impl AdminAccess {
         let cross_site = headers
             .get(SEC_FETCH_SITE)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"));
-        let foreign_origin = headers.get(ORIGIN).is_some_and(|origin| {
-            let origin = origin.to_str().unwrap_or("");
-            !origin
-                .strip_prefix("http://")
-                .is_some_and(|authority| self.allows(authority))
-        });
+        let foreign_origin = headers
+            .get(ORIGIN)
+            .is_some_and(|origin| !self.is_own_origin(origin.to_str().unwrap_or("")));
         if cross_site || foreign_origin {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "the admin API refuses requests from web pages of other sites".to_owned(),
             ));
         }
-        if matches!(*method, Method::GET | Method::HEAD) || self.may_change(headers) {
-            return Ok(());
+        let caller = self.caller(headers);
+        let may_change = match caller {
+            Some(Caller::Token) => true,
+            Some(Caller::Session(_)) => headers.contains_key(ORIGIN),
+            None => false,
+        };
+        if matches!(*method, Method::GET | Method::HEAD) || may_change {
+            return Ok(caller);
         }
         Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "this request changes jobs and needs `Authorization: Bearer TOKEN` with the token the host wrote at start (its `--admin-token-file`, which the jobhost client commands read), or the dashboard opened through the login link the host logged".to_owned(),
+            "this request changes jobs and needs `Authorization: Bearer TOKEN` with the token the host wrote at start (its `--admin-token-file`, which the jobhost client commands read), or the dashboard opened through a link of `jobhost dashboard`".to_owned(),
         ))
     }
 
@@ -177,16 +229,6 @@ impl AdminAccess {
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
         same_secret(given.trim(), &self.token)
-    }
-
-    pub(super) fn has_session(&self, headers: &HeaderMap) -> bool {
-        headers
-            .get_all(COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .any(|(name, value)| name == SESSION_COOKIE && same_secret(value, &self.session))
     }
 }
 
@@ -206,25 +248,44 @@ fn split_port(authority: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// The middleware that runs [`AdminAccess`]'s checks before every route.
+/// `401` with `WWW-Authenticate: Bearer`.
+fn unauthorized(err: ApiError) -> Response {
+    let mut response = err.into_response();
+    response
+        .headers_mut()
+        .insert(WWW_AUTHENTICATE, "Bearer".parse().expect("a valid header"));
+    response
+}
+
+/// The middleware that runs [`AdminAccess`]'s checks before every route, and puts the
+/// [`Caller`], if any, in the request's extensions.
 pub(super) async fn guard(
     State(access): State<Arc<AdminAccess>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     match access.check(request.method(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(err) => {
-            let unauthorized = err.status == StatusCode::UNAUTHORIZED;
-            let mut response = err.into_response();
-            if unauthorized {
-                response
-                    .headers_mut()
-                    .insert(WWW_AUTHENTICATE, "Bearer".parse().expect("a valid header"));
+        Ok(caller) => {
+            if let Some(caller) = caller {
+                request.extensions_mut().insert(caller);
             }
-            response
+            next.run(request).await
         }
+        Err(err) if err.status == StatusCode::UNAUTHORIZED => unauthorized(err),
+        Err(err) => err.into_response(),
     }
+}
+
+/// The middleware of the routes that reveal payloads, failure reasons or grants: `401`
+/// unless [`guard`] found a caller.
+pub(super) async fn require_caller(request: Request, next: Next) -> Response {
+    if request.extensions().get::<Caller>().is_some() {
+        return next.run(request).await;
+    }
+    unauthorized(ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "this route shows payloads, failure reasons or grants and needs `Authorization: Bearer TOKEN` with the token the host wrote at start (its `--admin-token-file`, which the jobhost client commands read), or a dashboard session: `jobhost dashboard` prints a login link".to_owned(),
+    ))
 }
 
 #[cfg(test)]
@@ -262,43 +323,125 @@ mod tests {
         }
     }
 
-    fn login_of(link: &str) -> &str {
-        link.split_once("?token=").expect("a token").1
-    }
-
     #[test]
-    fn a_login_link_opens_one_session_and_is_replaced_by_another() {
-        let access = access();
-        let link = access.login_link("127.0.0.1:7878");
-        assert!(link.starts_with("http://127.0.0.1:7878/?token="), "{link}");
-        assert_eq!(
-            access.redeem("a guess"),
-            None,
-            "a wrong token opens nothing"
+    fn an_origin_without_a_port_is_refused_unless_the_api_is_on_port_80() {
+        let on_7878 = access();
+        let on_80 = AdminAccess::new(
+            "secret",
+            "127.0.0.1:80",
+            "127.0.0.1:80".parse().expect("an address"),
         );
-        let cookie = access.redeem(login_of(&link)).expect("the link logs in");
-        assert!(cookie.contains("HttpOnly; SameSite=Strict"), "{cookie}");
-        assert_eq!(access.redeem(login_of(&link)), None, "the link is used up");
-        let next = access.login_link("127.0.0.1:7878");
-        assert_ne!(next, link, "a fresh link for the next browser");
-        assert!(access.redeem(login_of(&next)).is_some());
+        let table = [
+            ("http://127.0.0.1:7878", true, false),
+            ("http://localhost:7878", true, false),
+            ("http://127.0.0.1", false, true),
+            ("http://localhost", false, true),
+            ("http://[::1]", false, true),
+            ("http://127.0.0.1:80", false, true),
+            ("https://127.0.0.1:7878", false, false),
+            ("http://evil.example", false, false),
+            ("null", false, false),
+        ];
+        for (origin, own_on_7878, own_on_80) in table {
+            assert_eq!(
+                on_7878.is_own_origin(origin),
+                own_on_7878,
+                "`{origin}` on port 7878"
+            );
+            assert_eq!(
+                on_80.is_own_origin(origin),
+                own_on_80,
+                "`{origin}` on port 80"
+            );
+        }
+    }
+
+    fn session_cookie(access: &AdminAccess) -> String {
+        let set_cookie = access.redeem(&access.mint_login()).expect("logs in");
+        set_cookie.split(';').next().expect("name=value").to_owned()
     }
 
     #[test]
-    fn the_session_cookie_changes_jobs_only_on_a_request_naming_its_origin() {
+    fn the_session_cookie_is_named_after_the_port_and_works_only_on_that_port() {
         let access = access();
-        let link = access.login_link("127.0.0.1:7878");
-        let set_cookie = access.redeem(login_of(&link)).expect("logs in");
-        let cookie = set_cookie.split(';').next().expect("name=value");
+        let set_cookie = access.redeem(&access.mint_login()).expect("logs in");
+        assert!(
+            set_cookie.starts_with("jobhost_session_7878="),
+            "{set_cookie}"
+        );
+        assert!(
+            set_cookie.contains("HttpOnly; SameSite=Strict"),
+            "{set_cookie}"
+        );
+        assert!(
+            set_cookie.contains(&format!("Max-Age={}", SESSION_LIFETIME.as_secs())),
+            "{set_cookie}"
+        );
+        let value = set_cookie
+            .split(';')
+            .next()
+            .expect("name=value")
+            .split_once('=')
+            .expect("=")
+            .1;
         let mut headers = HeaderMap::new();
+        headers.insert(
+            COOKIE,
+            format!("jobhost_session_7879={value}")
+                .parse()
+                .expect("a header"),
+        );
+        assert_eq!(access.caller(&headers), None, "another port's cookie name");
+    }
+
+    #[test]
+    fn the_session_cookie_reads_anywhere_but_changes_jobs_only_on_a_request_naming_its_origin() {
+        let access = access();
+        let cookie = session_cookie(&access);
+        let get = Method::GET;
+        let post = Method::POST;
+        let mut headers = HeaderMap::new();
+        headers.insert(HOST, "127.0.0.1:7878".parse().expect("a header"));
         headers.insert(
             COOKIE,
             format!("theme=dark; {cookie}").parse().expect("a header"),
         );
-        assert!(!access.may_change(&headers), "no origin: not from the page");
+        assert!(matches!(
+            access.check(&get, &headers),
+            Ok(Some(Caller::Session(_)))
+        ));
+        assert!(
+            access.check(&post, &headers).is_err(),
+            "no origin: not from the page"
+        );
         headers.insert(ORIGIN, "http://127.0.0.1:7878".parse().expect("a header"));
-        assert!(access.may_change(&headers));
-        headers.insert(COOKIE, "jobhost_session=forged".parse().expect("a header"));
-        assert!(!access.may_change(&headers), "a forged cookie");
+        assert!(matches!(
+            access.check(&post, &headers),
+            Ok(Some(Caller::Session(_)))
+        ));
+        headers.insert(
+            COOKIE,
+            "jobhost_session_7878=forged".parse().expect("a header"),
+        );
+        assert!(access.check(&post, &headers).is_err(), "a forged cookie");
+        assert!(
+            matches!(access.check(&get, &headers), Ok(None)),
+            "reads as nobody"
+        );
+    }
+
+    #[test]
+    fn each_login_opens_a_session_of_its_own() {
+        let access = access();
+        let first = session_cookie(&access);
+        let second = session_cookie(&access);
+        assert_ne!(first, second);
+        let caller = |cookie: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(COOKIE, cookie.parse().expect("a header"));
+            access.caller(&headers).expect("an open session")
+        };
+        assert_ne!(caller(&first), caller(&second), "two sessions, two callers");
+        assert!(access.is_current(caller(&first)));
     }
 }

@@ -16,6 +16,7 @@ use super::api::{
     DeadLetterView, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
     PurgeReport, ReplayReport,
 };
+use super::dashboard::LoginView;
 
 /// How long connecting may take: the API is local, so anything longer means no host.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -117,6 +118,13 @@ impl AdminClient {
     pub async fn policy(&self, job_type: &str) -> Result<PolicyReport, ClientError> {
         let path = format!("/policy/{}", segment(job_type));
         self.call(Method::GET, &path, None::<&()>).await
+    }
+
+    /// `POST /api/login`: a dashboard login link, `http://ADDR/?login=LOGIN`, good for one
+    /// browser within [`LOGIN_LIFETIME`](super::LOGIN_LIFETIME); needs the token.
+    pub async fn login_link(&self) -> Result<String, ClientError> {
+        let login: LoginView = self.call(Method::POST, "/api/login", None::<&()>).await?;
+        Ok(format!("http://{}/?login={}", self.addr, login.login))
     }
 
     /// `POST /jobs`.

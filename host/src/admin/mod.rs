@@ -2,25 +2,32 @@
 //!
 //! The host serves it on loopback (`127.0.0.1:7878` by default). It answers only to
 //! requests addressed to it by a loopback name or its own address, refuses web pages of
-//! other sites, and takes mutating requests only with the bearer token the host generated
-//! at start, or from the dashboard opened through its login link ([`AdminAccess`]).
+//! other sites, and shows payloads, failure reasons and grants, and takes mutating
+//! requests, only from the holder of the token the host wrote at start into its token
+//! file, or from a dashboard session that `jobhost dashboard`'s link opened
+//! ([`AdminAccess`]). The token is never logged; the log names the token file.
 //!
-//! | route | answer |
-//! |---|---|
-//! | `GET /` | the web dashboard ([`dashboard`]); `/?token=LOGIN` logs a browser in |
-//! | `GET /api/overview` | [`Overview`](dashboard::Overview): queues, plugins, job types, reloads, failures |
-//! | `GET /api/events` | the same as Server-Sent Events, every [`STREAM_EVERY`](dashboard::STREAM_EVERY) |
-//! | `GET /api/session` | [`SessionView`](dashboard::SessionView): whether the browser may replay and purge |
-//! | `GET /healthz` | [`Health`](api::Health) |
-//! | `GET /metrics` | Prometheus text ([`Metrics`](crate::metrics::Metrics)) |
-//! | `GET /plugins` | [`PluginView`](api::PluginView)s with effective policies and grants (never a secret's value) |
-//! | `GET /policy/{job_type}` | [`PolicyReport`](api::PolicyReport) with its wait schedule |
-//! | `POST /jobs` | [`EnqueueRequest`](api::EnqueueRequest) -> [`Enqueued`](api::Enqueued) |
-//! | `GET /dead/{queue}?limit=N` | [`DeadLetterView`](api::DeadLetterView)s, oldest first |
-//! | `POST /dead/{queue}/replay` | [`ReplayReport`](api::ReplayReport) |
-//! | `DELETE /dead/{queue}` | [`PurgeReport`](api::PurgeReport) |
-//! | `POST /dead/{queue}/{job_id}/replay` | [`ReplayReport`](api::ReplayReport) of that one job |
-//! | `DELETE /dead/{queue}/{job_id}` | [`PurgeReport`](api::PurgeReport) of that one job |
+//! | route | answer | who |
+//! |---|---|---|
+//! | `GET /` | the web dashboard ([`dashboard`]); `/?login=LOGIN` signs a browser in | open: the page shows nothing until signed in |
+//! | `GET /assets/{file}` | the page's script and style | open |
+//! | `GET /api/session` | [`SessionView`](dashboard::SessionView): whether the browser is signed in | open |
+//! | `GET /healthz` | [`Health`](api::Health) | open: up or not, the backend, how many plugins |
+//! | `GET /metrics` | Prometheus text ([`Metrics`](crate::metrics::Metrics)) | open: counts by queue and job type, for scrapers |
+//! | `POST /api/login` | [`LoginView`](dashboard::LoginView), what `jobhost dashboard` prints as a link | token |
+//! | `GET /api/overview` | [`Overview`](dashboard::Overview): queues, plugins, job types, reloads, failures | token or session: failure reasons |
+//! | `GET /api/events` | the same as Server-Sent Events, every [`STREAM_EVERY`](dashboard::STREAM_EVERY) | token or session |
+//! | `GET /plugins` | [`PluginView`](api::PluginView)s with effective policies and grants (never a secret's value) | token or session: grants, config keys, secret sources |
+//! | `GET /policy/{job_type}` | [`PolicyReport`](api::PolicyReport) with its wait schedule | token or session: part of the plugins' view |
+//! | `POST /jobs` | [`EnqueueRequest`](api::EnqueueRequest) -> [`Enqueued`](api::Enqueued) | token, or session from the page |
+//! | `GET /dead/{queue}?limit=N` | [`DeadLetterView`](api::DeadLetterView)s, oldest first | token or session: payloads and reasons |
+//! | `POST /dead/{queue}/replay` | [`ReplayReport`](api::ReplayReport) | token, or session from the page |
+//! | `DELETE /dead/{queue}` | [`PurgeReport`](api::PurgeReport) | token, or session from the page |
+//! | `POST /dead/{queue}/{job_id}/replay` | [`ReplayReport`](api::ReplayReport) of that one job | token, or session from the page |
+//! | `DELETE /dead/{queue}/{job_id}` | [`PurgeReport`](api::PurgeReport) of that one job | token, or session from the page |
+//!
+//! The server takes at most [`MAX_CONNECTIONS`] connections at once and closes one that
+//! has not sent a request head within [`HEADER_READ_TIMEOUT`].
 //!
 //! Errors are `{"error": "..."}` with 404 for an unknown job type or queue, 503 when the
 //! broker is unreachable, 502 when it refused, 400 for a `limit` above
@@ -32,6 +39,7 @@
 //! - [`AdminBackend`]: dead-letter operations on either backend.
 //! - [`enqueue`]: a job by type name and JSON, as the CLI and the demo send it.
 //! - [`router`], [`serve`]: the server, behind [`AdminAccess`]; [`AdminClient`]: the client.
+//! - [`SESSION_LIFETIME`] and the other bounds of the dashboard's logins and sessions.
 
 mod access;
 pub mod api;
@@ -41,12 +49,17 @@ mod dead;
 mod grants_view;
 mod jobs;
 mod server;
+mod session;
 
 pub use access::AdminAccess;
 pub use client::{AdminClient, ClientError};
 pub use dead::AdminBackend;
 pub use jobs::enqueue;
-pub use server::{AdminState, DEFAULT_DEAD_LIMIT, MAX_DEAD_LIMIT, router, serve};
+pub use server::{
+    AdminState, DEFAULT_DEAD_LIMIT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_DEAD_LIMIT, router,
+    serve,
+};
+pub use session::{LOGIN_LIFETIME, MAX_PENDING_LOGINS, MAX_SESSIONS, SESSION_LIFETIME};
 
 /// Where the admin API listens unless told otherwise.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7878";

@@ -1,4 +1,5 @@
-//! The admin API server: the running host's registry and broker, as JSON over HTTP.
+//! The admin API server: the running host's registry and broker, as JSON over HTTP, on a
+//! bounded number of connections that each must send their request heads in time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +9,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router, middleware};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -52,9 +58,11 @@ pub struct AdminState<B> {
     pub grants: SharedGrants,
 }
 
-/// The routes of the [module's table](super): the API, `/metrics` and the dashboard, each
-/// behind [`AdminAccess`]'s checks (`/metrics` is read-only, so a scraper needs no token).
-/// The dashboard's streams of this router never end; [`serve`] ends them at shutdown.
+/// The routes of the [module's table](super), each behind [`AdminAccess`]'s checks: the
+/// open ones (health, metrics, the page and its files, whether a browser is signed in, the
+/// login exchange) for anyone the checks let through, the rest only for the token holder
+/// or a dashboard session (`401` otherwise). The dashboard's streams of this router never
+/// end; [`serve`] ends them at shutdown.
 pub fn router<B: AdminBackend>(state: AdminState<B>) -> Router {
     routes(state, CancellationToken::new())
 }
@@ -63,8 +71,12 @@ pub fn router<B: AdminBackend>(state: AdminState<B>) -> Router {
 fn routes<B: AdminBackend>(state: AdminState<B>, shutdown: CancellationToken) -> Router {
     let access = Arc::new(state.access.clone());
     let state = Arc::new(state);
-    Router::new()
+    let dashboard = dashboard::routes(Arc::clone(&state), shutdown);
+    let open = Router::new()
         .route("/healthz", get(health::<B>))
+        .with_state(Arc::clone(&state))
+        .merge(dashboard.open);
+    Router::new()
         .route("/plugins", get(plugins::<B>))
         .route("/policy/{job_type}", get(policy::<B>))
         .route("/jobs", post(enqueue_job::<B>))
@@ -72,21 +84,75 @@ fn routes<B: AdminBackend>(state: AdminState<B>, shutdown: CancellationToken) ->
         .route("/dead/{queue}/replay", post(replay_dead::<B>))
         .route("/dead/{queue}/{job_id}", delete(purge_one::<B>))
         .route("/dead/{queue}/{job_id}/replay", post(replay_one::<B>))
-        .with_state(Arc::clone(&state))
-        .merge(dashboard::routes(state, shutdown))
+        .with_state(state)
+        .merge(dashboard.private)
+        .route_layer(middleware::from_fn(access::require_caller))
+        .merge(open)
         .layer(middleware::from_fn_with_state(access, access::guard))
 }
 
-/// Serve `state` on `listener` until `shutdown`.
+/// How long a client may take to send a request's head, on a new connection and between
+/// the requests of a kept-alive one; the connection is closed then, so a client that
+/// never finishes its headers holds no connection slot for long.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most connections served at once. Beyond it, new connections wait in the listen
+/// backlog until one closes, so a flood of connections costs the host no memory.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How long accepting pauses after an error such as too many open files, which retrying
+/// at once would only repeat.
+const ACCEPT_PAUSE: Duration = Duration::from_secs(1);
+
+/// Serve `state` on `listener` until `shutdown` (HTTP/1.1, at most [`MAX_CONNECTIONS`] at
+/// once, each cut after [`HEADER_READ_TIMEOUT`] without a request head); returns once
+/// every connection has ended.
 pub async fn serve<B: AdminBackend>(
     listener: TcpListener,
     state: AdminState<B>,
     shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    let routes = routes(state, shutdown.clone());
-    axum::serve(listener, routes)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
+) {
+    let service = TowerToHyperService::new(routes(state, shutdown.clone()));
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let connections = GracefulShutdown::new();
+    loop {
+        let (stream, slot) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = accept(&listener, &slots) => accepted,
+        };
+        let connection =
+            connections.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        tokio::spawn(async move {
+            // A client that went away or sent garbage: nothing for the host to act on.
+            let _ = connection.await;
+            drop(slot);
+        });
+    }
+    drop(listener);
+    connections.shutdown().await;
+}
+
+/// The next connection, once one of the `slots` is free.
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> (TcpStream, OwnedSemaphorePermit) {
+    let slot = Arc::clone(slots)
+        .acquire_owned()
         .await
+        .expect("the connection slots are never closed");
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => return (stream, slot),
+            // The client gave up before it was accepted.
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionAborted => {}
+            Err(err) => {
+                tracing::warn!(error = %err, "the admin API cannot accept a connection; trying again in {ACCEPT_PAUSE:?}");
+                tokio::time::sleep(ACCEPT_PAUSE).await;
+            }
+        }
+    }
 }
 
 type Shared<B> = State<Arc<AdminState<B>>>;

@@ -65,7 +65,7 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         &token_key(&args.admin, bound),
     )?;
     paths::write_token(&token_file, &token)?;
-    info!(file = %token_file.display(), "admin token written; the client commands read it from there");
+    info!(file = %token_file.display(), "admin token written; the client commands and `jobhost dashboard` read it from there");
     let _token_file = RemoveOnDrop(token_file);
     // Before the plugins load, so the demo jobs find it listening.
     let _demo_server = if args.demo {

@@ -5,6 +5,7 @@
 
 mod broker_access;
 mod build;
+mod dashboard;
 mod demo_server;
 mod dev;
 mod diagnose;
@@ -70,6 +71,9 @@ enum Command {
         #[command(subcommand)]
         action: DeadAction,
     },
+    /// Print a link that signs a browser in to the running host's dashboard (good once,
+    /// for a few minutes); the host never logs one.
+    Dashboard(DashboardArgs),
 }
 
 /// Where the plugins are.
@@ -215,6 +219,18 @@ struct ClientArgs {
 }
 
 #[derive(Debug, Args)]
+struct DashboardArgs {
+    /// The running host's admin API.
+    #[arg(long, env = "JOBHOST_ADMIN", value_name = "ADDR", default_value = DEFAULT_ADDR)]
+    admin: String,
+    #[command(flatten)]
+    token: TokenFileArg,
+    /// Also open the link in the desktop's browser, with `xdg-open`.
+    #[arg(long)]
+    open: bool,
+}
+
+#[derive(Debug, Args)]
 struct EnqueueArgs {
     #[command(flatten)]
     client: ClientArgs,
@@ -311,5 +327,6 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plugins(args) => ops::plugins(args).await,
         Command::Policy(args) => ops::policy(args).await,
         Command::Dead { action } => ops::dead(action).await,
+        Command::Dashboard(args) => dashboard::run(args).await,
     }
 }

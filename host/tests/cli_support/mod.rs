@@ -1,10 +1,11 @@
 //! Driving the real `jobhost` binary: a host process on the memory backend with a temp
-//! plugin directory, its log lines collected, and the client commands run against it.
-//! Every wait is bounded; the host is killed when dropped.
+//! plugin directory, its log lines (stdout and stderr) collected, and the client commands
+//! run against it. Every wait is bounded; the host is killed when dropped.
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -114,11 +115,12 @@ impl Host {
     pub fn spawn(mut command: Command, dir: TempDir, startup: Duration) -> Self {
         let mut child = command
             .args(["--admin", "127.0.0.1:0", "--concurrency", "4"])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("jobhost starts");
         let lines = Lines::default();
+        lines.follow(child.stdout.take().expect("stdout is piped"));
         lines.follow(child.stderr.take().expect("stderr is piped"));
         let mut host = Self {
             child,
@@ -160,6 +162,25 @@ impl Host {
                 self.lines.all().join("\n")
             )
         })
+    }
+
+    /// The admin token file, as the host's log names it (`admin token written file=...`).
+    pub fn token_file(&self) -> PathBuf {
+        let line = self.wait_for_line(STARTUP, |l| l.contains("admin token written"));
+        let file = line
+            .split("file=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("the log names the token file");
+        PathBuf::from(file)
+    }
+
+    /// The admin token, read from its file as the client commands do.
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.token_file())
+            .expect("the token file is readable")
+            .trim()
+            .to_owned()
     }
 
     /// Every line the host logged so far.
@@ -208,6 +229,26 @@ impl Drop for Host {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The whole answer to `GET path` with the extra `headers` from the admin API at `addr`.
+pub fn http_get(addr: &str, path: &str, headers: &[&str]) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connects");
+    stream
+        .set_read_timeout(Some(PROCESSING))
+        .expect("a read timeout");
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for header in headers {
+        request.push_str(header);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).expect("sends");
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .expect("an answer in time");
+    answer
 }
 
 /// stdout of a command that must have succeeded.

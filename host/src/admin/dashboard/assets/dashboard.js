@@ -439,7 +439,7 @@ async function loadSession() {
     state.canChange = false;
   }
   const pill = document.getElementById("session");
-  pill.textContent = state.canChange ? "signed in" : "read-only";
+  pill.textContent = state.canChange ? "signed in" : "signed out";
   pill.className = state.canChange ? "pill pill-session" : "pill";
 }
 
@@ -466,11 +466,16 @@ function connect() {
     live(true, "live");
     render(JSON.parse(message.data));
   });
-  events.addEventListener("error", () => live(false, "reconnecting"));
+  // A browser gives up on an answer other than a stream: an expired session's 401, or a
+  // 503 when this session follows the host in too many pages.
+  events.addEventListener("error", () => live(false,
+    events.readyState === EventSource.CLOSED ? "stopped: reload, or sign in again with `jobhost dashboard`" : "reconnecting"));
 }
 
 document.addEventListener("DOMContentLoaded", async () => {
   wireDeadButtons();
   await loadSession();
+  // The host shows its state only to a session: `jobhost dashboard` prints a link that opens one.
+  if (!state.canChange) return live(false, "sign in: run `jobhost dashboard`");
   connect();
 });
