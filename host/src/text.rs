@@ -2,19 +2,27 @@
 //!
 //! Job types, reasons, payload excerpts and everything a guest says come from producers
 //! and plugins the host does not trust. Before such a string leaves the host it is cut to a
-//! bounded length and its control characters are escaped, so one message can neither make
-//! the broker refuse a frame nor forge or garble a log line or a terminal.
+//! bounded length and the characters that could break or disguise a line are escaped, so
+//! one message can neither make the broker refuse a frame nor forge, reorder or garble a
+//! log line, a table or a terminal.
 //!
 //! # Contract
 //! - [`bounded`] returns at most `max` bytes plus a marker of at most
 //!   [`MARKER_MAX`] bytes; the start of the text is kept, because a reason's cause comes
 //!   first.
-//! - Control characters (`\n`, `\r`, ESC, every other `char::is_control`) become Rust
-//!   escapes (`\n`, `\u{1b}`), so the result is one printable line.
+//! - Control characters (`\n`, `\r`, ESC, every other `char::is_control`), the line and
+//!   paragraph separators U+2028/U+2029, bidirectional controls (U+202A-U+202E,
+//!   U+2066-U+2069, U+200E, U+200F, U+061C) and invisible format characters become Rust
+//!   escapes (`\n`, `\u{1b}`, `\u{202e}`), so the result is one printable line that reads
+//!   in the order it was written. The rule is the SDK's ([`jobhost_sdk::text`]), so a
+//!   guest's reasons and the host's lines escape the same characters.
+//! - Escapes count toward `max`: a text of nothing but escaped characters is still bounded.
 //! - A cut is marked `… (N bytes in all)`, with N the length of the original text.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
+
+use jobhost_sdk::text::{is_escaped, push};
 
 /// The longest marker [`bounded`] appends to a cut text.
 pub const MARKER_MAX: usize = " … (18446744073709551615 bytes in all)".len();
@@ -26,9 +34,10 @@ pub const NAME_MAX: usize = 200;
 pub const REASON_MAX: usize = 2 * 1024;
 
 /// `text` as one printable line of at most `max` bytes plus a marker of at most
-/// [`MARKER_MAX`] bytes: control characters escaped, the end cut and marked.
+/// [`MARKER_MAX`] bytes: control, separator and bidi characters escaped, the end cut and
+/// marked.
 pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
-    if text.len() <= max && !text.chars().any(char::is_control) {
+    if text.len() <= max && !text.chars().any(is_escaped) {
         return Cow::Borrowed(text);
     }
     Cow::Owned(escape_and_cut(text, max, text.len()))
@@ -49,11 +58,7 @@ fn escape_and_cut(text: &str, max: usize, total: usize) -> String {
     let mut cut = false;
     for c in text.chars() {
         let before = out.len();
-        if c.is_control() {
-            write!(out, "{}", c.escape_debug()).expect("writing to a String never fails");
-        } else {
-            out.push(c);
-        }
+        push(&mut out, c);
         if out.len() > max {
             out.truncate(before);
             cut = true;
@@ -83,6 +88,25 @@ mod tests {
         let shown = bounded("a\nb\r\u{1b}[31mred\u{0}", 100);
         assert_eq!(shown, "a\\nb\\r\\u{1b}[31mred\\0");
         assert!(!shown.chars().any(char::is_control));
+    }
+
+    #[test]
+    fn separators_and_bidi_controls_are_escaped_so_a_line_reads_as_written() {
+        // A job type that would show as `email.Send` followed by a reversed `gpj.exe`, and a
+        // reason that would start a new line in a viewer that breaks at U+2028.
+        let shown = bounded("email.Send\u{202e}gpj.exe\u{2066}x\u{2069}", 100);
+        assert_eq!(shown, "email.Send\\u{202e}gpj.exe\\u{2066}x\\u{2069}");
+        let shown = bounded("failed\u{2028}ERROR forged\u{2029}\u{200f}", 100);
+        assert_eq!(shown, "failed\\u{2028}ERROR forged\\u{2029}\\u{200f}");
+    }
+
+    #[test]
+    fn a_text_of_escaped_characters_only_stays_bounded() {
+        let text = "\u{202e}".repeat(10_000);
+        let shown = bounded(&text, 100);
+        assert!(shown.len() <= 100 + MARKER_MAX, "{}", shown.len());
+        assert!(shown.ends_with(" … (30000 bytes in all)"), "{shown}");
+        assert!(!shown.contains('\u{202e}'), "{shown}");
     }
 
     #[test]

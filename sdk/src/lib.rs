@@ -16,6 +16,7 @@
 //!   values and a stand-in for HTTP servers.
 //! - [`parse_duration`], [`DurationError`], [`MAX_DELAY`]: the duration grammar of
 //!   attributes and flags, and the longest wait a job can be held for.
+//! - [`text`]: which characters of untrusted text are shown escaped, shared with the host.
 //!
 //! # Features
 //!
@@ -36,6 +37,7 @@ pub mod prelude;
 mod queue;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
+pub mod text;
 
 pub use duration::{DurationError, MAX_DELAY, parse_duration};
 pub use error::{JobError, JobResultExt};

@@ -88,18 +88,14 @@ pub(super) fn excerpt(body: &[u8]) -> String {
     }
 }
 
-/// The first `max` bytes of `bytes` as one line: read lossily as UTF-8, control characters
-/// escaped (`\n`, `\u{1b}`), `…` where it was cut.
+/// The first `max` bytes of `bytes` as one line: read lossily as UTF-8, characters escaped
+/// as [`crate::text`] says (`\n`, `\u{1b}`, `\u{202e}`), `…` where it was cut.
 pub(super) fn bounded(bytes: &[u8], max: usize) -> String {
     let cut = bytes.len() > max;
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max)]);
     let mut line = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
-            line.extend(c.escape_default());
-        } else {
-            line.push(c);
-        }
+        crate::text::push(&mut line, c);
     }
     if cut {
         line.push('…');
