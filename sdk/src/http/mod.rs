@@ -43,7 +43,16 @@
 //!
 //! None are followed unless the request says [`follow_redirects`](RequestBuilder::follow_redirects).
 //! Each redirect is a new request, which the host checks against the operator's grants
-//! again; `Authorization` and `Cookie` are not sent to another origin.
+//! again. Within the origin (same scheme, host and port) it carries every header the
+//! request set. To another origin:
+//! - only the headers of a safe list go along: `Accept`, `Accept-Language` and
+//!   `User-Agent` ([`CROSS_ORIGIN_HEADERS`]); every other header the request set
+//!   (`Authorization`, `Cookie`, `X-Api-Key`, signatures, ...) is dropped, because the
+//!   SDK cannot tell a credential from any other header;
+//! - no body goes along: a `307` or `308` to another origin, which would resend the body,
+//!   is not followed, and the redirect is the response, which
+//!   [`job_result`](Response::job_result) makes fatal like any redirect not followed. A
+//!   handler that means to send its body there sends a new request to the `Location`.
 //!
 //! # Tests
 //!
@@ -61,6 +70,10 @@ use std::fmt;
 use std::time::Duration;
 
 pub use error::{HttpError, HttpErrorKind};
+
+/// The headers a followed redirect carries to another origin, when the request set them
+/// (names compare ignoring case); every other header stays with the origin it was set for.
+pub const CROSS_ORIGIN_HEADERS: &[&str] = &["accept", "accept-language", "user-agent"];
 
 /// An HTTP method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -182,7 +195,9 @@ impl RequestBuilder {
     /// Follows at most `max` redirects (`301`, `302`, `303`, `307`, `308` with a
     /// `Location`), each a new request checked against the operator's grants; `303`, and
     /// `301` or `302` after a `POST`, continue as a body-less `GET`. A redirect beyond
-    /// `max` is the response.
+    /// `max` is the response, and so is a `307` or `308` that would carry a body to another
+    /// origin; to another origin only [`CROSS_ORIGIN_HEADERS`] go along (see the
+    /// [module doc](self#redirects)).
     pub fn follow_redirects(mut self, max: u32) -> Self {
         self.redirects = max;
         self
@@ -280,16 +295,18 @@ impl Request {
         })?;
         let as_get = status == 303 || (matches!(status, 301 | 302) && self.method == Method::Post);
         let same_origin = url::origin(&url) == url::origin(&self.url);
+        if !same_origin && !as_get && !self.body.is_empty() {
+            // A body goes to the origin it was written for, never on to another one.
+            return Ok(None);
+        }
+        let is = |name: &str, names: &[&str]| names.iter().any(|n| name.eq_ignore_ascii_case(n));
         let headers = self
             .headers
             .iter()
             .filter(|(name, _)| {
-                let credential = name.eq_ignore_ascii_case("authorization")
-                    || name.eq_ignore_ascii_case("cookie");
-                let about_body = name.eq_ignore_ascii_case("content-type")
-                    || name.eq_ignore_ascii_case("content-length");
-                let dropped = (credential && !same_origin) || (about_body && as_get);
-                !dropped
+                let about_body = is(name, &["content-type", "content-length"]);
+                let kept = same_origin || is(name, CROSS_ORIGIN_HEADERS);
+                kept && !(about_body && as_get)
             })
             .cloned()
             .collect();

@@ -136,6 +136,70 @@ fn a_307_or_308_repeats_the_method_and_the_body() {
 }
 
 #[test]
+fn only_the_safe_headers_follow_a_redirect_to_another_origin() {
+    let elsewhere = |request: &Request| {
+        Ok(match request.url() {
+            "http://api.test/old" => Response::new(307).with_header("location", "/same"),
+            "http://api.test/same" => {
+                Response::new(308).with_header("location", "https://cdn.test/file")
+            }
+            _ => Response::new(200),
+        })
+    };
+    let (result, requests) = run(elsewhere, || {
+        get("http://api.test/old")
+            .header("X-Api-Key", "k3y")
+            .header("X-Signature", "sha256=00")
+            .header("Accept", "text/plain")
+            .header("accept-language", "fr")
+            .header("User-Agent", "probe/1")
+            .follow_redirects(5)
+            .send()?
+            .job_result()
+    });
+    assert_eq!(result, Ok(()));
+    assert_eq!(requests[1].headers(), requests[0].headers(), "same origin");
+    assert_eq!(requests[2].url(), "https://cdn.test/file");
+    let carried: Vec<&str> = requests[2]
+        .headers()
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        carried,
+        ["Accept", "accept-language", "User-Agent"],
+        "another origin"
+    );
+}
+
+#[test]
+fn a_body_is_never_resent_to_another_origin() {
+    for status in [307, 308] {
+        let moved_away = move |request: &Request| {
+            Ok(if request.url() == "http://api.test/in" {
+                Response::new(status).with_header("location", "http://collector.test/in")
+            } else {
+                Response::new(200)
+            })
+        };
+        let (result, requests) = run(moved_away, || {
+            let response = post("http://api.test/in")
+                .json(&serde_json::json!({"card": "4111"}))
+                .follow_redirects(5)
+                .send()?;
+            assert_eq!(response.status(), status, "the redirect is the response");
+            response.job_result()
+        });
+        assert!(matches!(result, Err(JobError::Fatal(_))), "{result:?}");
+        assert_eq!(
+            requests.len(),
+            1,
+            "{status}: nothing went to the other origin"
+        );
+    }
+}
+
+#[test]
 fn credentials_follow_a_redirect_only_within_the_origin() {
     let elsewhere = |request: &Request| {
         Ok(match request.url() {
