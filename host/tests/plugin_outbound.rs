@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use jobhost::job::Outcome;
 use jobhost_sdk::JobError;
-use outbound_support::{Server, Watch, bytes_read, failure, fetch, probe_granted, report, run};
+use outbound_support::{
+    Server, Watch, bytes_read, failure, fetch, probe_granted, report, run, send,
+};
 
 fn grants(origins: &[String], extra: &str) -> String {
     format!("[plugins.http-probe]\nallowed_outbound_hosts = {origins:?}\n{extra}")
@@ -206,5 +208,21 @@ async fn a_plugin_has_at_most_max_concurrent_requests_in_flight_across_its_jobs(
         server.most_held_at_once(),
         1,
         "three jobs at once, one request in flight at a time"
+    );
+}
+
+#[tokio::test]
+async fn an_sdk_body_goes_with_its_length_to_a_server_that_refuses_chunked_bodies() {
+    let server = Server::start().await;
+    let (_engine, probe) = probe_granted(&grants(&[server.origin()], "")).await;
+    for method in ["PUT", "POST"] {
+        let report = report(send(&probe, method, &server.url("/sized"), "hello").await);
+        assert_eq!(report["status"], 200, "{method}");
+        assert_eq!(report["body"], "got 5 bytes", "{method}");
+    }
+    let report = report(send(&probe, "POST", &server.url("/sized"), "").await);
+    assert_eq!(
+        report["body"], "got 0 bytes",
+        "an empty POST says its length too"
     );
 }

@@ -40,6 +40,7 @@ pub const GIB: u64 = 1024 * 1024 * 1024;
 /// | `/too-many` | `429` with `Retry-After: 2` |
 /// | `/gib` | `200` and a body of 1 GiB, made as it is sent |
 /// | `/hold` | `200` after 300 ms, counting the requests it holds at once |
+/// | `/sized` (`PUT`, `POST`) | `411` to a body without `Content-Length` (a chunked one), else `200 got N bytes` |
 pub struct Server {
     /// `http` or `https`.
     scheme: &'static str,
@@ -90,6 +91,7 @@ impl Server {
             .route("/slow", get(slow))
             .route("/too-many", get(too_many))
             .route("/gib", get(gib))
+            .route("/sized", axum::routing::put(sized).post(sized))
             .layer(axum::middleware::from_fn_with_state(
                 Arc::clone(&requests),
                 count,
@@ -152,6 +154,16 @@ async fn redirect(
 ) -> Response {
     let to = query.get("to").cloned().unwrap_or_default();
     (StatusCode::FOUND, [(header::LOCATION, to)]).into_response()
+}
+
+/// Like servers that need a body's length before it comes (presigned S3 `PUT`s, many API
+/// gateways): a chunked body is refused.
+async fn sized(headers: HeaderMap, body: Bytes) -> Response {
+    if headers.contains_key(header::CONTENT_LENGTH) {
+        format!("got {} bytes", body.len()).into_response()
+    } else {
+        (StatusCode::LENGTH_REQUIRED, "a Content-Length is required").into_response()
+    }
 }
 
 async fn slow() -> &'static str {
@@ -268,6 +280,12 @@ pub async fn probe_granted_in(file: &Path, toml: &str) -> (Engine, Plugin) {
 pub async fn fetch(plugin: &Plugin, url: &str, follow_redirects: bool) -> Outcome {
     let payload = serde_json::json!({"url": url, "follow_redirects": follow_redirects});
     run(plugin, "probe.Fetch", &payload, Duration::from_secs(30)).await
+}
+
+/// Run `probe.Send`: `method` `url` with `body`, through the SDK's client.
+pub async fn send(plugin: &Plugin, method: &str, url: &str, body: &str) -> Outcome {
+    let payload = serde_json::json!({"method": method, "url": url, "body": body});
+    run(plugin, "probe.Send", &payload, Duration::from_secs(30)).await
 }
 
 pub async fn run(plugin: &Plugin, job_type: &str, payload: &Value, timeout: Duration) -> Outcome {

@@ -162,7 +162,8 @@ impl RequestBuilder {
         self
     }
 
-    /// The request body.
+    /// The request body. It is sent with its `Content-Length` (not chunked), which replaces
+    /// any `content-length` header the request set.
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
         self.request.body = body.into();
         self
@@ -266,6 +267,29 @@ impl Request {
     /// Its timeout, if it set one.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
+    }
+
+    /// The headers as they go on the wire: the request's, with the body's length as
+    /// `content-length` (in place of one the request set) when it has a body or a method
+    /// that carries one. Without it `wasi:http` sends the body chunked, which servers that
+    /// require a length (presigned S3 `PUT`s, many API gateways) refuse with `411` or a
+    /// dropped connection.
+    #[cfg(any(target_arch = "wasm32", test))]
+    fn wire_headers(&self) -> Vec<(String, Vec<u8>)> {
+        let mut headers: Vec<(String, Vec<u8>)> = self
+            .headers
+            .iter()
+            .filter(|(name, _)| !name.eq_ignore_ascii_case("content-length"))
+            .map(|(name, value)| (name.clone(), value.as_bytes().to_vec()))
+            .collect();
+        let carries_body = matches!(self.method, Method::Post | Method::Put | Method::Patch);
+        if carries_body || !self.body.is_empty() {
+            headers.push((
+                "content-length".to_owned(),
+                self.body.len().to_string().into_bytes(),
+            ));
+        }
+        headers
     }
 
     /// `GET http://host/path`: the method and the URL without query, fragment or user

@@ -311,3 +311,26 @@ fn a_redirect_to_no_http_url_is_an_invalid_request() {
         ))
     );
 }
+
+#[test]
+fn a_body_goes_with_its_length_in_place_of_one_the_request_set() {
+    let request = put("http://bucket.test/key?sig=1")
+        .header("Content-Length", "999")
+        .header("content-type", "text/plain")
+        .body("hello")
+        .request;
+    assert_eq!(
+        request.wire_headers(),
+        [
+            ("content-type".to_owned(), b"text/plain".to_vec()),
+            ("content-length".to_owned(), b"5".to_vec()),
+        ]
+    );
+    let empty_post = post("http://api.test/ping").request;
+    assert_eq!(
+        empty_post.wire_headers(),
+        [("content-length".to_owned(), b"0".to_vec())],
+        "a POST without a body says so"
+    );
+    assert!(get("http://api.test/").request.wire_headers().is_empty());
+}

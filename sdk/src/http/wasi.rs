@@ -76,12 +76,7 @@ pub(super) fn send(request: &Request) -> Result<Response, HttpError> {
 
 /// The request's headers, or why one is refused.
 fn headers(request: &Request) -> Result<Fields, String> {
-    let entries: Vec<(String, Vec<u8>)> = request
-        .headers()
-        .iter()
-        .map(|(name, value)| (name.clone(), value.as_bytes().to_vec()))
-        .collect();
-    Fields::from_list(&entries).map_err(|error| {
+    Fields::from_list(&request.wire_headers()).map_err(|error| {
         let why = match error {
             types::HeaderError::Forbidden => "is one the host sets itself",
             _ => "is malformed",

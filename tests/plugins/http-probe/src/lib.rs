@@ -9,17 +9,22 @@
 //!   carrying the host's `wasi:http` error code and message. With `follow_redirects`, a
 //!   3xx with a `Location` is followed (at most 5 times), each hop a new request the host
 //!   checks. A `429` with `Retry-After: N` (seconds) defers the job by N seconds.
+//! - `probe.Send` `{"method": "PUT", "url": "..", "body": "..", "follow_redirects": 0}`
+//!   sends the request through the SDK's client (`jobhost_sdk::http`) and ends as the SDK
+//!   makes it end: `?` on the send, then `job_result()`; a 2xx completes with one
+//!   `probe.Report` as above.
 //! - `probe.Config` `{"expect": {"key": "value", ..}}` reads each key and completes if
 //!   every value is as expected; otherwise it fails naming the keys that differ, never a
 //!   value, so a secret it reads appears in no reason or log.
 //!
-//! The plugin uses the `wasip2` crate's bindings directly, not the SDK's HTTP client, so
-//! it shows exactly what the host's `wasi:http` does.
+//! `probe.Fetch` uses the `wasip2` crate's bindings directly, not the SDK's HTTP client, so
+//! it shows exactly what the host's `wasi:http` does; `probe.Send` shows what a plugin
+//! written on the SDK gets.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jobhost_sdk::{Job, JobContext, JobError, Queues};
+use jobhost_sdk::{Job, JobContext, JobError, Queues, http};
 use serde::{Deserialize, Serialize};
 
 mod config {
@@ -54,6 +59,18 @@ struct Report {
     bytes: u64,
     body: String,
     location: Option<String>,
+}
+
+/// Sends `body` to `url` with `method` through the SDK.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "probe.Send", queue = ProbeQueues::HttpProbe)]
+struct SendRequest {
+    method: String,
+    url: String,
+    #[serde(default)]
+    body: String,
+    #[serde(default)]
+    follow_redirects: u32,
 }
 
 /// Checks config values.
@@ -97,6 +114,33 @@ fn fetch_job(job: Fetch, ctx: &JobContext) -> Result<(), JobError> {
     Ok(())
 }
 
+fn send_job(job: SendRequest, ctx: &JobContext) -> Result<(), JobError> {
+    let method = match job.method.as_str() {
+        "GET" => http::Method::Get,
+        "POST" => http::Method::Post,
+        "PUT" => http::Method::Put,
+        other => {
+            return Err(JobError::fatal(format!(
+                "no method `{other}` in this probe"
+            )));
+        }
+    };
+    let response = http::request(method, job.url)
+        .body(job.body)
+        .follow_redirects(job.follow_redirects)
+        .send()?;
+    response.job_result()?;
+    let body = response.body();
+    ctx.enqueue(&Report {
+        status: response.status(),
+        bytes: body.len() as u64,
+        body: String::from_utf8_lossy(&body[..body.len().min(256)]).into_owned(),
+        location: response.header("location").map(str::to_owned),
+    })
+    .map_err(|err| JobError::fatal(err.to_string()))?;
+    Ok(())
+}
+
 fn config_job(job: Config, _ctx: &JobContext) -> Result<(), JobError> {
     let differ: Vec<&str> = job
         .expect
@@ -122,6 +166,7 @@ jobhost_sdk::plugin!(
     queues = ProbeQueues,
     jobs = {
         Fetch => fetch_job,
+        SendRequest => send_job,
         Config => config_job,
         Report => report_job,
     }
