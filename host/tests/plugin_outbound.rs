@@ -226,3 +226,22 @@ async fn an_sdk_body_goes_with_its_length_to_a_server_that_refuses_chunked_bodie
         "an empty POST says its length too"
     );
 }
+
+#[tokio::test]
+async fn an_sdk_response_larger_than_the_cap_is_fatal_and_not_retried() {
+    let server = Server::start().await;
+    let (_engine, probe) =
+        probe_granted(&grants(&[server.origin()], "max_response_bytes = 100000\n")).await;
+    match send(&probe, "GET", &server.url("/gib"), "").await {
+        Outcome::Failed(JobError::Fatal(reason)) => assert_eq!(
+            reason,
+            format!(
+                "GET {} got a response body larger than the operator allows (100000 bytes): \
+                 `max_response_bytes` in `jobhost.toml`",
+                server.url("/gib")
+            )
+        ),
+        other => panic!("a body over the cap is fatal, got {other:?}"),
+    }
+    assert_eq!(server.requests(), 1);
+}

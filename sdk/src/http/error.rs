@@ -12,6 +12,13 @@ use crate::JobError;
 #[cfg(any(target_arch = "wasm32", test))]
 const NOT_GRANTED: &str = "outbound request to `";
 
+/// The start of the message of a response body cut at `max_response_bytes`, followed by
+/// `: N bytes` (the limit). A body stream's error reaches the guest without an
+/// `error-code` (the host's `http-error-code` finds none for an error its body raises), so
+/// this message is all that tells a body too large from a broken connection.
+#[cfg(any(target_arch = "wasm32", test))]
+const BODY_TOO_LARGE: &str = "HTTP response body size exceeds limit";
+
 /// The most of a host's message an error keeps.
 #[cfg(any(target_arch = "wasm32", test))]
 const MESSAGE_BYTES: usize = 1024;
@@ -166,6 +173,22 @@ impl HttpError {
     }
 }
 
+/// The failure behind a body stream error that carries no `error-code`, from the host's
+/// `message`: a body cut at the operator's limit (which no retry changes), else the host's
+/// message as an internal error.
+#[cfg(any(target_arch = "wasm32", test))]
+pub(super) fn uncoded(message: String) -> ErrorCode {
+    let first_line = message.lines().next().unwrap_or_default();
+    match first_line.strip_prefix(BODY_TOO_LARGE) {
+        Some(rest) => ErrorCode::HttpResponseBodySize(
+            rest.strip_prefix(": ")
+                .and_then(|rest| rest.strip_suffix(" bytes"))
+                .and_then(|limit| limit.parse().ok()),
+        ),
+        None => ErrorCode::InternalError(Some(message)),
+    }
+}
+
 impl From<HttpError> for JobError {
     fn from(error: HttpError) -> Self {
         if error.kind.is_retryable() {
@@ -248,6 +271,25 @@ mod tests {
                  allows (10485760 bytes): `max_response_bytes` in `jobhost.toml`"
             )
         );
+    }
+
+    #[test]
+    fn a_body_cut_at_the_operators_limit_is_fatal_though_its_stream_error_has_no_code() {
+        // What the host's body stream says when the body passes `max_response_bytes`.
+        let code = uncoded("HTTP response body size exceeds limit: 1048576 bytes".to_owned());
+        assert!(
+            matches!(code, ErrorCode::HttpResponseBodySize(Some(1_048_576))),
+            "{code:?}"
+        );
+        assert_eq!(
+            job_error(code),
+            JobError::fatal(
+                "POST http://hooks.test/in got a response body larger than the operator \
+                 allows (1048576 bytes): `max_response_bytes` in `jobhost.toml`"
+            )
+        );
+        let other = uncoded("connection reset by peer".to_owned());
+        assert!(matches!(job_error(other), JobError::Retryable(_)));
     }
 
     #[test]

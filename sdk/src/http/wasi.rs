@@ -12,7 +12,7 @@ use wasip2::http::types::{
 };
 use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
-use super::{HttpError, HttpErrorKind, Method, Request, Response, url};
+use super::{HttpError, HttpErrorKind, Method, Request, Response, error, url};
 
 /// The most a `blocking-write-and-flush` takes at once (the WASI contract).
 const WRITE_CHUNK: usize = 4096;
@@ -150,7 +150,7 @@ fn read_body(body: &IncomingBody) -> Result<Vec<u8>, ErrorCode> {
 fn stream_error(error: StreamError) -> ErrorCode {
     match error {
         StreamError::LastOperationFailed(error) => types::http_error_code(&error)
-            .unwrap_or_else(|| ErrorCode::InternalError(Some(error.to_debug_string()))),
+            .unwrap_or_else(|| error::uncoded(error.to_debug_string())),
         StreamError::Closed => ErrorCode::ConnectionTerminated,
     }
 }
