@@ -77,3 +77,45 @@ fn a_scaffolded_plugin_passes_its_own_native_tests_under_plain_cargo_test() {
         "both generated tests ran:\n{stdout}"
     );
 }
+
+#[test]
+fn a_scaffold_depends_on_the_sdk_that_sdk_names_and_refuses_a_path_that_is_none() {
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    let sdk = std::fs::canonicalize(concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk"))
+        .expect("this checkout's SDK");
+    stdout_of(
+        &jobhost()
+            .args(["new", "given-sdk", "--plugins"])
+            .arg(dir.path())
+            .arg("--sdk")
+            .arg(&sdk)
+            .output()
+            .expect("jobhost new runs"),
+    );
+    let manifest = std::fs::read_to_string(dir.path().join("given-sdk/Cargo.toml"))
+        .expect("the scaffold's manifest");
+    assert!(
+        manifest.contains(&format!("jobhost-sdk = {{ path = \"{}\" }}", sdk.display())),
+        "{manifest}"
+    );
+    assert!(
+        dir.path().join("given-sdk/Cargo.lock").is_file(),
+        "the SDK's lockfile"
+    );
+
+    let none = dir.path().join("no-sdk-here");
+    let refused = jobhost()
+        .args(["new", "other", "--plugins"])
+        .arg(dir.path())
+        .arg("--sdk")
+        .arg(&none)
+        .output()
+        .expect("jobhost new runs");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(&format!("`{}` is not the jobhost SDK", none.display())),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("other").exists(), "nothing is scaffolded");
+}

@@ -201,6 +201,12 @@ struct NewArgs {
     plugins: PluginDirArg,
     /// The crate's name: lowercase letters, digits and `-`, starting with a letter.
     name: String,
+    /// The SDK crate to depend on by path (a jobhost checkout's `sdk` directory). Default:
+    /// the SDK of the repository that holds the plugin directory, else the one this binary
+    /// was built from; `jobhost-sdk` is not published, so without either the scaffold
+    /// needs this.
+    #[arg(long, value_name = "PATH")]
+    sdk: Option<PathBuf>,
 }
 
 /// How a client command reaches the host or the broker.
@@ -322,7 +328,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => host::run(args).await,
         Command::Dev(args) => dev::run(args).await,
         Command::Build(args) => build::run(&args.plugins.dir, &args.names).await,
-        Command::New(args) => scaffold::run(&args.plugins.dir, &args.name),
+        Command::New(args) => scaffold::run(&args.plugins.dir, &args.name, args.sdk.as_deref()),
         Command::Enqueue(args) => ops::enqueue(args).await,
         Command::Plugins(args) => ops::plugins(args).await,
         Command::Policy(args) => ops::policy(args).await,

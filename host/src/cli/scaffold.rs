@@ -9,13 +9,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use tracing::info;
+use tracing::{info, warn};
 
 /// Where this binary's own SDK lies, for a plugin directory outside the repository.
 const BUILT_FROM_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
 
-/// `jobhost new NAME`.
-pub(super) fn run(dir: &Path, name: &str) -> anyhow::Result<()> {
+/// `jobhost new NAME [--sdk PATH]`.
+pub(super) fn run(dir: &Path, name: &str, sdk: Option<&Path>) -> anyhow::Result<()> {
     check_name(name)?;
     let dir = std::fs::canonicalize(dir).with_context(|| {
         format!(
@@ -27,7 +27,10 @@ pub(super) fn run(dir: &Path, name: &str) -> anyhow::Result<()> {
     if root.exists() {
         bail!("`{}` already exists; pick another name", root.display());
     }
-    let sdk = sdk_dependency(&root);
+    let sdk = match sdk {
+        Some(path) => given_sdk(path)?,
+        None => sdk_dependency(&root, Path::new(BUILT_FROM_SDK)),
+    };
     std::fs::create_dir_all(root.join("src"))
         .with_context(|| format!("cannot create `{}`", root.display()))?;
     write(&root.join("Cargo.toml"), &manifest(name, &sdk.dependency))?;
@@ -39,6 +42,17 @@ pub(super) fn run(dir: &Path, name: &str) -> anyhow::Result<()> {
             .with_context(|| format!("cannot copy `{}`", lock.display()))?;
     }
     info!(crate_dir = %root.display(), "created plugin `{name}`");
+    if sdk.unpublished {
+        warn!(
+            crate_dir = %root.display(),
+            "no jobhost SDK found (none in a repository above the plugin directory, and the \
+             source tree this binary was built from is gone): the scaffold depends on \
+             `jobhost-sdk = {sdk}`, which is not published on crates.io, so its first build \
+             fails; run `jobhost new` again with `--sdk PATH` naming a jobhost checkout's \
+             `sdk` directory, or edit that line of Cargo.toml",
+            sdk = sdk.dependency
+        );
+    }
     println!(
         "Created {root}.\nNext: edit src/lib.rs, then `jobhost build {name}` compiles it into \
          {dir}/{snake}.wasm, where a running host loads it.",
@@ -63,35 +77,60 @@ fn check_name(name: &str) -> anyhow::Result<()> {
 }
 
 /// How the plugin depends on the SDK, and the lockfile to start from.
+#[derive(Debug)]
 struct Sdk {
     dependency: String,
     lockfile: Option<PathBuf>,
+    /// Whether `dependency` names the version on crates.io, where `jobhost-sdk` is not
+    /// published: the first build fails until it names an SDK on disk.
+    unpublished: bool,
 }
 
-/// The SDK of the repository that holds `root`, by relative path; else the SDK this
-/// binary was built from; else the published crate.
-fn sdk_dependency(root: &Path) -> Sdk {
+/// The SDK of the repository that holds `root`, by relative path; else the SDK at
+/// `built_from` (this binary's source tree); else the crates.io version, which does not
+/// exist.
+fn sdk_dependency(root: &Path, built_from: &Path) -> Sdk {
     for (depth, ancestor) in root.ancestors().enumerate().skip(1) {
         if is_sdk(&ancestor.join("sdk")) {
             let up = "../".repeat(depth);
             return Sdk {
                 dependency: format!("{{ path = \"{up}sdk\" }}"),
                 lockfile: Some(ancestor.join("Cargo.lock")).filter(|l| l.is_file()),
+                unpublished: false,
             };
         }
     }
-    match std::fs::canonicalize(BUILT_FROM_SDK) {
-        Ok(sdk) if is_sdk(&sdk) => Sdk {
-            dependency: format!("{{ path = \"{}\" }}", sdk.display()),
-            lockfile: sdk
-                .parent()
-                .map(|repo| repo.join("Cargo.lock"))
-                .filter(|l| l.is_file()),
-        },
+    match std::fs::canonicalize(built_from) {
+        Ok(sdk) if is_sdk(&sdk) => by_path(&sdk),
         _ => Sdk {
             dependency: format!("\"{}\"", env!("CARGO_PKG_VERSION")),
             lockfile: None,
+            unpublished: true,
         },
+    }
+}
+
+/// The SDK the operator named with `--sdk`.
+fn given_sdk(path: &Path) -> anyhow::Result<Sdk> {
+    match std::fs::canonicalize(path) {
+        Ok(sdk) if is_sdk(&sdk) => Ok(by_path(&sdk)),
+        _ => bail!(
+            "`{}` is not the jobhost SDK: `--sdk` names the directory of the `jobhost-sdk` \
+             crate (a jobhost checkout's `sdk` directory)",
+            path.display()
+        ),
+    }
+}
+
+/// A dependency on the SDK at the absolute path `sdk`, with its repository's lockfile.
+fn by_path(sdk: &Path) -> Sdk {
+    Sdk {
+        dependency: format!("{{ path = \"{}\" }}", sdk.display()),
+        lockfile: sdk
+            .parent()
+            .map(|repo| repo.join("Cargo.lock"))
+            .filter(|l| l.is_file()),
+        unpublished: false,
     }
 }
 
@@ -226,6 +265,19 @@ mod tests {
         assert_eq!(snake("image-resizer"), "image_resizer");
         assert_eq!(pascal("image-resizer"), "ImageResizer");
         assert_eq!(pascal("a2b"), "A2b");
+    }
+
+    #[test]
+    fn without_an_sdk_on_disk_the_scaffold_names_the_unpublished_crate_and_says_so() {
+        let outside = tempfile::tempdir().expect("a temp dir");
+        let sdk = sdk_dependency(&outside.path().join("p"), &outside.path().join("gone/sdk"));
+        assert!(sdk.unpublished, "{sdk:?}");
+        assert_eq!(sdk.dependency, format!("\"{}\"", env!("CARGO_PKG_VERSION")));
+        let built = sdk_dependency(&outside.path().join("p"), Path::new(BUILT_FROM_SDK));
+        assert!(
+            !built.unpublished,
+            "this binary's source tree is here: {built:?}"
+        );
     }
 
     #[test]
