@@ -43,7 +43,18 @@ impl From<ConfigError> for JobError {
 }
 
 /// The value of `key` (a config value or a secret), or `None` when the operator gave this
-/// plugin none.
+/// plugin none; an error when the host could not read it, which `?` makes retryable.
+///
+/// ```
+/// use jobhost_sdk::config;
+/// use jobhost_sdk::prelude::*;
+///
+/// // As the README writes it.
+/// fn region() -> Result<String, JobError> {
+///     Ok(config::get("region")?.unwrap_or_else(|| "eu-west-1".to_owned()))
+/// }
+/// assert_eq!(region(), Ok("eu-west-1".to_owned()), "no value outside a test run");
+/// ```
 pub fn get(key: &str) -> Result<Option<String>, ConfigError> {
     #[cfg(target_arch = "wasm32")]
     {
