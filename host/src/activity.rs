@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::metrics::JobOutcome;
+use crate::job::{Observer, Settled, SettledJob};
 use crate::text::{NAME_MAX, bounded};
 
 /// Reload events kept, across all plugin files.
@@ -92,20 +92,10 @@ pub struct Failure {
     pub job_id: Option<Uuid>,
     /// The attempt that failed (0 when the message was not an envelope).
     pub attempt: u32,
-    /// `retried` or `dead_lettered`.
-    pub outcome: FailureOutcome,
+    /// `retried` or `dead_lettered`: the [`Settled::label`] of its settlement.
+    pub outcome: String,
     /// Why, bounded to [`SHOWN_REASON_MAX`].
     pub reason: String,
-}
-
-/// What became of a failed attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureOutcome {
-    /// It waits in a hold queue for its next attempt.
-    Retried,
-    /// It is in the dead-letter queue.
-    DeadLettered,
 }
 
 /// A queue's jobs settled since the host started, and its deliveries in flight now.
@@ -187,18 +177,6 @@ impl Activity {
         Delivering(counters)
     }
 
-    /// A delivery from `queue` was settled as `outcome`.
-    pub(crate) fn settled(&self, queue: &Arc<str>, outcome: JobOutcome) {
-        let counters = self.counters(queue);
-        let counter = match outcome {
-            JobOutcome::Completed => &counters.completed,
-            JobOutcome::Retried => &counters.retried,
-            JobOutcome::Deferred => &counters.deferred,
-            JobOutcome::DeadLettered => &counters.dead_lettered,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// An attempt failed just now: `failure.at_ms` is set, and `failure.reason` and
     /// `failure.job_type` are bounded, here.
     pub(crate) fn failed(&self, mut failure: Failure) {
@@ -221,6 +199,35 @@ impl Activity {
         }
         let mut queues = self.queues.write().expect("queue counters poisoned");
         Arc::clone(queues.entry(Arc::clone(queue)).or_default())
+    }
+}
+
+impl Observer for Activity {
+    /// Count the settlement on its queue; keep a retried or dead-lettered attempt with its
+    /// reason.
+    fn settled(&self, job: &SettledJob<'_>) {
+        let counters = self.counters(job.queue);
+        let counter = match job.settled {
+            Settled::Completed => &counters.completed,
+            Settled::Retried => &counters.retried,
+            Settled::Deferred => &counters.deferred,
+            Settled::DeadLettered(_) => &counters.dead_lettered,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let reason = match (job.settled, job.failure) {
+            (Settled::DeadLettered(cause), _) => cause.to_string(),
+            (Settled::Retried, Some(failure)) => failure.to_owned(),
+            _ => return,
+        };
+        self.failed(Failure {
+            at_ms: 0,
+            queue: job.queue.to_string(),
+            job_type: job.job.map(|job| job.job_type.to_owned()),
+            job_id: job.job.map(|job| job.job_id),
+            attempt: job.job.map_or(0, |job| job.attempt),
+            outcome: job.settled.label().to_owned(),
+            reason,
+        });
     }
 }
 
@@ -252,7 +259,7 @@ mod tests {
             job_type: Some("t\nforged".into()),
             job_id: None,
             attempt: 1,
-            outcome: FailureOutcome::Retried,
+            outcome: "retried".into(),
             reason: reason.into(),
         }
     }
@@ -296,8 +303,19 @@ mod tests {
         let activity = Activity::default();
         let queue: Arc<str> = "q".into();
         let delivering = activity.delivering(&queue);
-        activity.settled(&queue, JobOutcome::Completed);
-        activity.settled(&queue, JobOutcome::DeadLettered);
+        for settled in [
+            Settled::Completed,
+            Settled::DeadLettered(crate::job::DeadCause::Malformed),
+        ] {
+            activity.settled(&SettledJob {
+                queue: &queue,
+                series_job_type: &queue,
+                job: None,
+                settled: &settled,
+                failure: None,
+                elapsed: std::time::Duration::ZERO,
+            });
+        }
         let counts = activity.queue("q");
         assert_eq!((counts.in_flight, counts.completed), (1, 1));
         assert_eq!(counts.dead_lettered, 1);

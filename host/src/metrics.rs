@@ -9,7 +9,7 @@
 //! | name | type | labels |
 //! |---|---|---|
 //! | `jobhost_jobs_total` | counter | `queue`, `job_type`, `outcome` (`completed`, `retried`, `deferred`, `dead_lettered`) |
-//! | `jobhost_dead_letters_total` | counter | `queue`, `cause` (see [`Cause`]) |
+//! | `jobhost_dead_letters_total` | counter | `queue`, `cause` (see [`DeadCause::label`](crate::job::DeadCause::label)) |
 //! | `jobhost_job_duration_seconds` | histogram | `job_type`: the handler's run time |
 //! | `jobhost_delivery_duration_seconds` | histogram | `job_type`: a whole delivery, from its pull to its settlement |
 //! | `jobhost_jobs_in_flight` | gauge | none: deliveries being run or settled now |
@@ -51,6 +51,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::activity::Activity;
+use crate::job::{Observer, SettledJob};
 use crate::plugin::Engine;
 
 /// The `Content-Type` of [`Metrics::encode`]'s text: Prometheus text format 0.0.4.
@@ -211,30 +212,6 @@ impl Metrics {
         histogram.observe(elapsed.as_secs_f64());
     }
 
-    /// A delivery of `job` was settled as `outcome`, `elapsed` after it was pulled.
-    pub(crate) fn settled(&self, job: &JobSeries, outcome: JobOutcome, elapsed: Duration) {
-        let labels = JobLabels {
-            queue: job.queue.clone(),
-            job_type: job.job_type.clone(),
-            outcome,
-        };
-        self.inner.jobs.get_or_create(&labels).inc();
-        let labels = JobTypeLabels {
-            job_type: labels.job_type,
-        };
-        let histogram = self.inner.delivery_duration.get_or_create(&labels);
-        histogram.observe(elapsed.as_secs_f64());
-    }
-
-    /// A message of `queue` was dead-lettered for `reason`.
-    pub(crate) fn dead_lettered(&self, queue: &Arc<str>, reason: &str) {
-        let labels = DeadLetterLabels {
-            queue: queue.clone(),
-            cause: Cause::of(reason),
-        };
-        self.inner.dead_letters.get_or_create(&labels).inc();
-    }
-
     /// Publishing what settles a delivery of `queue` failed; `permanent` when it never can
     /// succeed.
     pub(crate) fn publish_failed(&self, queue: &Arc<str>, permanent: bool) {
@@ -292,97 +269,6 @@ pub(crate) struct JobSeries {
     pub(crate) job_type: Arc<str>,
 }
 
-/// How a job was settled, the `outcome` of `jobhost_jobs_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum JobOutcome {
-    Completed,
-    Retried,
-    Deferred,
-    DeadLettered,
-}
-
-/// Why a message was dead-lettered, the `cause` of `jobhost_dead_letters_total`, read from
-/// the start of the reason the worker writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Cause {
-    /// `max_attempts`: the retry policy gave up.
-    MaxAttempts,
-    /// `fatal`: the handler failed fatally.
-    Fatal,
-    /// `decode`: the handler could not decode the payload.
-    Decode,
-    /// `no_handler`: no loaded plugin serves the job type.
-    NoHandler,
-    /// `malformed`: the message is not an envelope.
-    Malformed,
-    /// `payload_too_large`: the payload is above the worker's limit.
-    PayloadTooLarge,
-    /// `poison`: the message failed to settle too often.
-    Poison,
-    /// `publish_failed`: its retry, deferral or follow-up could never be published.
-    PublishFailed,
-    /// `delay_too_long`: its retry or deferral delay is longer than a hold queue holds.
-    DelayTooLong,
-    /// `other`: any other reason.
-    Other,
-}
-
-impl Cause {
-    /// The reason prefixes the worker writes, and their causes.
-    const PREFIXES: [(&'static str, Cause); 9] = [
-        ("max attempts (", Cause::MaxAttempts),
-        ("fatal error: ", Cause::Fatal),
-        ("decode error: ", Cause::Decode),
-        ("no handler for job type ", Cause::NoHandler),
-        ("malformed envelope", Cause::Malformed),
-        ("payload too large: ", Cause::PayloadTooLarge),
-        ("poison message: ", Cause::Poison),
-        ("cannot retry the job: ", Cause::DelayTooLong),
-        ("cannot defer the job: ", Cause::DelayTooLong),
-    ];
-
-    /// The cause of a dead letter with `reason`.
-    pub fn of(reason: &str) -> Self {
-        if let Some((_, cause)) = Self::PREFIXES
-            .iter()
-            .find(|(prefix, _)| reason.starts_with(prefix))
-        {
-            return *cause;
-        }
-        if reason.contains(" could not be published: ") {
-            return Cause::PublishFailed;
-        }
-        Cause::Other
-    }
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MaxAttempts => "max_attempts",
-            Self::Fatal => "fatal",
-            Self::Decode => "decode",
-            Self::NoHandler => "no_handler",
-            Self::Malformed => "malformed",
-            Self::PayloadTooLarge => "payload_too_large",
-            Self::Poison => "poison",
-            Self::PublishFailed => "publish_failed",
-            Self::DelayTooLong => "delay_too_long",
-            Self::Other => "other",
-        }
-    }
-}
-
-impl JobOutcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Completed => "completed",
-            Self::Retried => "retried",
-            Self::Deferred => "deferred",
-            Self::DeadLettered => "dead_lettered",
-        }
-    }
-}
-
 /// Whether a failed publish can ever succeed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum PublishFailure {
@@ -411,8 +297,6 @@ macro_rules! label_value {
 }
 
 label_value! {
-    JobOutcome => |o| o.as_str();
-    Cause => |c| c.as_str();
     PublishFailure => |k| match k {
         PublishFailure::Permanent => "permanent",
         PublishFailure::Transient => "transient",
@@ -428,13 +312,15 @@ label_value! {
 struct JobLabels {
     queue: Arc<str>,
     job_type: Arc<str>,
-    outcome: JobOutcome,
+    /// [`Settled::label`](crate::job::Settled::label).
+    outcome: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DeadLetterLabels {
     queue: Arc<str>,
-    cause: Cause,
+    /// [`DeadCause::label`](crate::job::DeadCause::label).
+    cause: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -456,6 +342,29 @@ struct PublishLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct LoadLabels {
     outcome: LoadOutcome,
+}
+
+impl Observer for Metrics {
+    fn settled(&self, job: &SettledJob<'_>) {
+        let labels = JobLabels {
+            queue: job.queue.clone(),
+            job_type: job.series_job_type.clone(),
+            outcome: job.settled.label(),
+        };
+        self.inner.jobs.get_or_create(&labels).inc();
+        let labels = JobTypeLabels {
+            job_type: labels.job_type,
+        };
+        let histogram = self.inner.delivery_duration.get_or_create(&labels);
+        histogram.observe(job.elapsed.as_secs_f64());
+        if let Some(cause) = job.settled.dead_cause() {
+            let labels = DeadLetterLabels {
+                queue: job.queue.clone(),
+                cause: cause.label(),
+            };
+            self.inner.dead_letters.get_or_create(&labels).inc();
+        }
+    }
 }
 
 /// `jobhost_instances_in_use`, read from the engine at each scrape, because counting it
@@ -494,37 +403,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_reason_the_worker_writes_has_its_cause() {
-        for (reason, cause) in [
-            (
-                "max attempts (3) exhausted after attempt 3: boom",
-                "max_attempts",
-            ),
-            ("fatal error: job failed (fatal): bad", "fatal"),
-            ("decode error: missing field", "decode"),
-            ("no handler for job type `x`", "no_handler"),
-            ("malformed envelope", "malformed"),
-            (
-                "payload too large: 9 bytes, the limit is 8 bytes",
-                "payload_too_large",
-            ),
-            (
-                "poison message: delivered 6 times without being settled",
-                "poison",
-            ),
-            (
-                "cannot retry the job: too long; it failed with: x",
-                "delay_too_long",
-            ),
-            ("cannot defer the job: too long", "delay_too_long"),
-            ("retry could not be published: refused", "publish_failed"),
-            ("a reason nobody wrote", "other"),
-        ] {
-            assert_eq!(Cause::of(reason).as_str(), cause, "the cause of `{reason}`");
-        }
-    }
+    use crate::job::{DeadCause, Settled};
 
     #[test]
     fn a_scrape_names_every_family_with_its_labels() {
@@ -534,8 +413,14 @@ mod tests {
             queue: queue.clone(),
             job_type,
         };
-        metrics.settled(&job, JobOutcome::DeadLettered, Duration::from_millis(3));
-        metrics.dead_lettered(&queue, "fatal error: no");
+        metrics.settled(&SettledJob {
+            queue: &job.queue,
+            series_job_type: &job.job_type,
+            job: None,
+            settled: &Settled::DeadLettered(DeadCause::Fatal("no".into())),
+            failure: None,
+            elapsed: Duration::from_millis(3),
+        });
         metrics.publish_failed(&queue, true);
         metrics.plugin_load(LoadOutcome::Refused);
         let in_flight = metrics.in_flight();

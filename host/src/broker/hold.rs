@@ -5,13 +5,7 @@ use std::time::Duration;
 use super::BrokerError;
 use crate::policy::HoldDelay;
 
-/// The longest delay a hold queue can hold: the SDK's [`jobhost_sdk::MAX_DELAY`], the one
-/// limit the derives check at compile time and `JobError::deferred` at run time.
-///
-/// Because `x-expires` is twice the TTL and RabbitMQ caps both at 2^32 - 1 ms, the TTL
-/// itself can be at most half of that (about 24.8 days). Longer delays are refused rather
-/// than released early.
-pub const MAX_HOLD_DELAY: Duration = jobhost_sdk::MAX_DELAY;
+pub use crate::job::MAX_HOLD_DELAY;
 
 /// Because AMQP queue names are short strings (at most 255 bytes), a work queue name must
 /// leave room for the longest hold-queue suffix, `.deferred.` plus ten digits.

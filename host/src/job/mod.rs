@@ -4,9 +4,16 @@
 //! - [`Manifest`], [`JobSpec`], [`ManifestError`]: what a plugin serves, and why a manifest
 //!   is refused.
 //! - [`Invocation`], [`Outcome`], [`FollowUp`]: one delivery to run, and what became of it.
+//! - [`Settled`], [`DeadCause`], [`SettledJob`], [`Observer`]: how a delivery was settled, the
+//!   one event its observers read.
+//! - [`MAX_HOLD_DELAY`], [`DelayTooLong`]: how long a job can wait in a hold queue.
 
+mod delay;
 mod invocation;
 mod manifest;
+mod settled;
 
+pub use delay::{DelayTooLong, MAX_HOLD_DELAY};
 pub use invocation::{FollowUp, Invocation, Outcome};
 pub use manifest::{JobSpec, Manifest, ManifestError};
+pub use settled::{DeadCause, Delayed, JobRef, Observer, Settled, SettledJob};

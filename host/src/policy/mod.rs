@@ -2,13 +2,21 @@
 //!
 //! Resolved per delivery from the plugin loaded *now*, so a hot-reloaded plugin's new
 //! policy decides the next failure of a job already mid-retries.
+//!
+//! - [`decide`]: the retry decision, a pure function of the policy, the attempt, its outcome
+//!   and the granularity.
+//! - [`effective_policy`], [`effective_timeout`]: which policy and timeout apply.
+//! - [`Granularity`], [`HoldDelay`]: how delays become hold queues.
+
+mod decide;
 
 use std::time::Duration;
 
 use jobhost_sdk::{QueueConfig, RetryPolicy};
 
-use crate::broker::MAX_HOLD_DELAY;
-use crate::job::JobSpec;
+pub use crate::job::DelayTooLong;
+use crate::job::{JobSpec, MAX_HOLD_DELAY};
+pub use decide::{Decision, decide};
 
 /// The policy that decides a failed attempt: the job's own `retry(...)`, else its queue's
 /// (which is [`RetryPolicy::default`], one attempt, when the queue writes none).
@@ -75,14 +83,6 @@ impl HoldDelay {
     pub fn get(self) -> Duration {
         self.0
     }
-}
-
-/// A delay longer than a hold queue can hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("a delay of {delay:?} is longer than a hold queue can hold (at most {MAX_HOLD_DELAY:?})")]
-pub struct DelayTooLong {
-    /// The delay asked for.
-    pub delay: Duration,
 }
 
 #[cfg(test)]

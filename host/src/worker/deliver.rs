@@ -9,10 +9,9 @@
 //!    of *now*; none is dead-lettered as ``no handler for job type `X` ``.
 //! 3. Resolve the effective policy and timeout now.
 //! 4. Run the handler.
-//! 5. Settle: ok acks (after publishing follow-ups); fatal and undecodable payloads
-//!    dead-letter; retryable failures and crashes ask the policy, then retry through a hold
-//!    queue or dead-letter; a deferral goes through a hold queue without spending an attempt.
-//!    A delay longer than a hold queue can hold dead-letters, naming the delay.
+//! 5. Ask [`policy::decide`](crate::policy::decide) what becomes of the attempt (ack after
+//!    publishing follow-ups, retry or defer through a hold queue, or dead-letter with a
+//!    [`DeadCause`]), then settle it (see [`settle`](super::settle)).
 //!
 //! Where a job comes back: retries and deferrals go to the queue its job type's route
 //! declares, whatever queue the envelope names (the envelope is rewritten to name it), so
@@ -38,19 +37,18 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use jobhost_sdk::{JobError, RetryDecision};
+use jobhost_sdk::JobError;
 use tracing::{Instrument, Span, debug_span, field, info, warn};
 
 use super::Shared;
 use super::observe::Observation;
 use super::registry::{Registry, Route};
 use super::settle::{DeliveryOf, Settlement, Settling};
-use super::tally::Settled;
 use super::unsettled::{MessageKey, Unsettled};
 use crate::broker::{Backend, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{FollowUp, Invocation, Outcome};
-use crate::policy::{HoldDelay, effective_timeout};
+use crate::job::{DeadCause, Delayed, FollowUp, Invocation, Outcome};
+use crate::policy::{Decision, DelayTooLong, HoldDelay, decide, effective_timeout};
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::{DeliveryTrace, JobTrace, TraceId};
 
@@ -74,12 +72,11 @@ pub(super) async fn deliver<B: Backend>(
         tokio::time::sleep(Unsettled::backoff(failures)).await;
     }
     if failures >= shared.config.max_redeliveries {
-        let reason = format!(
-            "poison message: delivered {} times without being settled",
-            failures + 1
-        );
+        let cause = DeadCause::Poison {
+            deliveries: failures.saturating_add(1),
+        };
         let attempts = Envelope::decode(delivery.body()).map_or(0, |e| e.attempt);
-        let settlement = Settlement::dead_letter(&reason, attempts);
+        let settlement = Settlement::dead_letter(cause, attempts);
         let settling = Settling::new(&shared, &queue, &trace, &seen);
         settling.settle(delivery, key, None, settlement).await;
         return;
@@ -90,7 +87,7 @@ pub(super) async fn deliver<B: Backend>(
             let error = bounded(&err.to_string(), REASON_MAX).into_owned();
             let trace_id = trace.job.trace_id;
             warn!(%queue, %error, %trace_id, "dead-lettering a message that is not an envelope");
-            let settlement = Settlement::dead_letter("malformed envelope", 0);
+            let settlement = Settlement::dead_letter(DeadCause::Malformed, 0);
             let settling = Settling::new(&shared, &queue, &trace, &seen);
             settling.settle(delivery, key, None, settlement).await;
             return;
@@ -135,31 +132,37 @@ async fn run<B: Backend>(
     let size = envelope.payload.get().len();
     if size > shared.config.max_payload_bytes {
         let limit = shared.config.max_payload_bytes;
-        return Settlement::dead_letter(
-            &format!("payload too large: {size} bytes, the limit is {limit} bytes"),
-            envelope.attempt,
-        );
+        let cause = DeadCause::PayloadTooLarge { size, limit };
+        return Settlement::dead_letter(cause, envelope.attempt);
     }
     let registry = shared.plugins.current();
     let Some(route) = registry.route(&envelope.job_type).cloned() else {
-        let reason = format!(
-            "no handler for job type `{}`",
-            bounded(&envelope.job_type, NAME_MAX)
-        );
-        return Settlement::dead_letter(&reason, envelope.attempt);
+        let job_type = bounded(&envelope.job_type, NAME_MAX).into_owned();
+        return Settlement::dead_letter(DeadCause::NoHandler { job_type }, envelope.attempt);
     };
     span.record("plugin", &*route.plugin);
     let handled = invoke(shared, &route, envelope, trace.job);
-    let outcome = match seen.handler(&route, handled).await {
-        Outcome::Completed { follow_ups } => {
+    let outcome = seen.handler(&route, handled).await;
+    let (policy, attempt) = (route.policy(), envelope.attempt);
+    let granularity = shared.config.retry_granularity;
+    let decision = match decide(policy, attempt, outcome, granularity) {
+        Decision::Complete { follow_ups } => {
             match route_follow_ups(shared, &registry, envelope, trace, follow_ups) {
                 Ok(follow_ups) => return Settlement::Ack { follow_ups },
-                Err(failure) => Outcome::Failed(failure),
+                Err(Unroutable::NoHandler(failure)) => {
+                    decide(policy, attempt, Outcome::Failed(failure), granularity)
+                }
+                Err(Unroutable::DelayTooLong(too_long)) => {
+                    Decision::DeadLetter(DeadCause::DelayTooLong {
+                        of: Delayed::FollowUp,
+                        too_long,
+                    })
+                }
             }
         }
-        outcome => outcome,
+        decision => decision,
     };
-    decide(shared, &route, envelope, trace.job.trace_id, outcome)
+    settlement(&route, envelope, trace.job.trace_id, decision)
 }
 
 /// Run the handler; a panic in host code costs this attempt, not the worker, and the
@@ -204,117 +207,88 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-fn decide<B: Backend>(
-    shared: &Shared<B>,
+/// What the worker does with the policy's [`Decision`]: the envelope it publishes, and the
+/// line an operator sees at info for a retry or a deferral.
+fn settlement(
     route: &Route,
     envelope: &Envelope,
     trace_id: TraceId,
-    outcome: Outcome,
+    decision: Decision,
 ) -> Settlement {
-    let granularity = shared.config.retry_granularity;
-    let failure = match outcome {
-        Outcome::Completed { .. } => {
-            return Settlement::Ack {
-                follow_ups: Vec::new(),
-            };
-        }
-        Outcome::Undecodable(err) => {
-            return Settlement::dead_letter(&format!("decode error: {err}"), envelope.attempt);
-        }
-        Outcome::Failed(JobError::Fatal(msg)) => {
-            let reason = format!("fatal error: {}", JobError::Fatal(msg));
-            return Settlement::dead_letter(&reason, envelope.attempt);
-        }
-        Outcome::Failed(JobError::Deferred { delay, reason }) => {
-            let delay = match granularity.round(delay) {
-                Ok(delay) => delay,
-                Err(too_long) => {
-                    let reason = format!("cannot defer the job: {too_long}");
-                    return Settlement::dead_letter(&reason, envelope.attempt);
-                }
-            };
+    let job_type = bounded(&envelope.job_type, NAME_MAX);
+    match decision {
+        Decision::Complete { .. } => Settlement::Ack {
+            follow_ups: Vec::new(),
+        },
+        Decision::Defer { delay, reason } => {
             info!(
                 job_id = %envelope.job_id,
-                job_type = %bounded(&envelope.job_type, NAME_MAX),
+                %job_type,
                 attempt = envelope.attempt,
                 %trace_id,
                 reason = %bounded(&reason, REASON_MAX),
                 delay = ?delay.get(),
                 "job deferred"
             );
-            return Settlement::Republish {
-                kind: Settled::Deferred,
+            Settlement::Defer {
                 next: envelope
                     .deferred(route.queue.max_priority)
                     .routed_to(&route.queue.name),
                 delay,
-            };
+            }
         }
-        Outcome::Failed(failure) => failure,
-        Outcome::Crashed(msg) => JobError::Retryable(msg),
-    };
-    let policy = route.policy();
-    match policy.decide(envelope.attempt) {
-        RetryDecision::Retry { delay } => match granularity.round(delay) {
-            Ok(delay) => {
-                let error = bounded(&failure.to_string(), REASON_MAX).into_owned();
-                info!(
-                    job_id = %envelope.job_id,
-                    job_type = %bounded(&envelope.job_type, NAME_MAX),
-                    attempt = envelope.attempt,
-                    %trace_id,
-                    %error,
-                    retry_in = ?delay.get(),
-                    "job failed, retrying"
-                );
-                Settlement::Republish {
-                    kind: Settled::Retried,
-                    next: envelope.next_attempt().routed_to(&route.queue.name),
-                    delay,
-                }
+        Decision::Retry { delay, failure } => {
+            let error = bounded(&failure.to_string(), REASON_MAX).into_owned();
+            info!(
+                job_id = %envelope.job_id,
+                %job_type,
+                attempt = envelope.attempt,
+                %trace_id,
+                %error,
+                retry_in = ?delay.get(),
+                "job failed, retrying"
+            );
+            Settlement::Retry {
+                next: envelope.next_attempt().routed_to(&route.queue.name),
+                delay,
             }
-            Err(too_long) => {
-                let reason = format!("cannot retry the job: {too_long}; it failed with: {failure}");
-                Settlement::dead_letter(&reason, envelope.attempt)
-            }
-        },
-        RetryDecision::GiveUp => Settlement::dead_letter(
-            &format!(
-                "max attempts ({}) exhausted after attempt {}: {failure}",
-                policy.max_attempts, envelope.attempt
-            ),
-            envelope.attempt,
-        ),
+        }
+        Decision::DeadLetter(cause) => Settlement::dead_letter(cause, envelope.attempt),
     }
 }
 
-/// Give each follow-up its envelope; a follow-up of a job type nobody serves fails the
-/// attempt retryably, because publishing it would only move the problem to a dead letter
-/// (and a plugin serving it may be loaded by the next attempt); a delay no hold queue can
-/// hold fails it fatally, because no attempt can do better.
+/// Why the follow-ups of a completed attempt cannot be published.
+enum Unroutable {
+    /// A follow-up names a job type nobody serves: the attempt fails retryably, because
+    /// publishing it would only move the problem to a dead letter (and a plugin serving it
+    /// may be loaded by the next attempt).
+    NoHandler(JobError),
+    /// A follow-up's delay is longer than any hold queue holds: no attempt can do better.
+    DelayTooLong(DelayTooLong),
+}
+
+/// Give each follow-up its envelope, or say why they cannot all be published.
 fn route_follow_ups<B: Backend>(
     shared: &Shared<B>,
     registry: &Registry,
     parent: &Envelope,
     trace: &DeliveryTrace,
     follow_ups: Vec<FollowUp>,
-) -> Result<Vec<(Envelope, Option<HoldDelay>)>, JobError> {
+) -> Result<Vec<(Envelope, Option<HoldDelay>)>, Unroutable> {
     follow_ups
         .into_iter()
         .map(|follow_up| {
             let route = registry.route(&follow_up.job_type).ok_or_else(|| {
-                JobError::retryable(format!(
+                Unroutable::NoHandler(JobError::retryable(format!(
                     "follow-up job type `{}` has no handler",
                     bounded(&follow_up.job_type, NAME_MAX)
-                ))
+                )))
             })?;
             let delay = follow_up
                 .delay
                 .map(|delay| shared.config.retry_granularity.round(delay))
                 .transpose()
-                .map_err(|too_long| {
-                    JobError::fatal(format!("cannot enqueue follow-up job: {too_long}"))
-                })?;
+                .map_err(Unroutable::DelayTooLong)?;
             let mut envelope = Envelope::new(
                 follow_up.job_type,
                 route.queue.name.clone(),

@@ -106,7 +106,8 @@ async fn a_deferral_longer_than_a_hold_queue_can_hold_is_dead_lettered_naming_th
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_follow_up_delayed_longer_than_a_hold_queue_can_hold_fails_its_job_fatally() {
+async fn a_follow_up_delayed_longer_than_a_hold_queue_can_hold_dead_letters_its_job_as_delay_too_long()
+ {
     let h = Harness::start(
         [unit(retrying("q"), "parent", |_| Outcome::Completed {
             follow_ups: vec![FollowUp {
@@ -124,12 +125,12 @@ async fn a_follow_up_delayed_longer_than_a_hold_queue_can_hold_fails_its_job_fat
     assert_eq!(
         h.log.attempts_of("p"),
         vec![1],
-        "a fatal failure is not retried"
+        "no attempt can do better, so it is not retried"
     );
     let reasons = h.dead_letter_reasons("q");
     assert_eq!(reasons.len(), 1);
     assert!(
-        reasons[0].starts_with("fatal error: job failed (fatal): cannot enqueue follow-up job"),
+        reasons[0].starts_with("cannot enqueue a follow-up job: a delay of"),
         "{}",
         reasons[0]
     );

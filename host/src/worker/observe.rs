@@ -1,6 +1,6 @@
-//! What one delivery reports to the [`Metrics`] and its [`Activity`](crate::activity::Activity):
-//! in flight while it lives, its handler's and its own duration, how it was settled, why
-//! a publish failed, and each failed attempt with its reason.
+//! What one delivery reports while it lives (in flight, its handler's duration, why a
+//! publish failed), and the one [`SettledJob`] event it hands to every [`Observer`] when
+//! it is settled (see [`crate::job`] for the observers).
 //!
 //! The series a delivery counts under: its queue, and the job type of the route whose
 //! handler ran it, or [`OTHER_JOB_TYPE`](crate::metrics::OTHER_JOB_TYPE) when none did
@@ -14,12 +14,12 @@ use std::time::Instant;
 use jobhost_sdk::JobError;
 
 use super::registry::Route;
-use super::tally::Settled;
-use crate::activity::{Delivering, Failure, FailureOutcome};
+use super::tally::Tally;
+use crate::activity::Delivering;
 use crate::broker::BrokerError;
 use crate::envelope::Envelope;
-use crate::job::Outcome;
-use crate::metrics::{InFlight, JobOutcome, JobSeries, Metrics};
+use crate::job::{JobRef, Observer, Outcome, Settled, SettledJob};
+use crate::metrics::{InFlight, JobSeries, Metrics};
 use crate::text::{REASON_MAX, bounded};
 
 /// One delivery's metrics, from its pull to its settlement.
@@ -74,41 +74,25 @@ impl<'a> Observation<'a> {
         output
     }
 
-    /// The delivery of `job` (none when it was not an envelope) was settled as
-    /// `settled`; `dead_letter` is the reason of a dead letter.
-    pub(super) fn settled(
-        &self,
-        settled: Settled,
-        job: Option<&Envelope>,
-        dead_letter: Option<&str>,
-    ) {
-        let outcome = match settled {
-            Settled::Completed => JobOutcome::Completed,
-            Settled::Retried => JobOutcome::Retried,
-            Settled::Deferred => JobOutcome::Deferred,
-            Settled::DeadLettered => JobOutcome::DeadLettered,
+    /// The delivery of `job` (none when it was not an envelope) was settled as `settled`:
+    /// hand it to the worker's `tally`, the metrics and the activity.
+    pub(super) fn settled(&self, settled: &Settled, job: Option<&Envelope>, tally: &Tally) {
+        let event = SettledJob {
+            queue: &self.series.queue,
+            series_job_type: &self.series.job_type,
+            job: job.map(|job| JobRef {
+                job_id: job.job_id,
+                job_type: &job.job_type,
+                attempt: job.attempt,
+            }),
+            settled,
+            failure: self.failure.as_deref(),
+            elapsed: self.started.elapsed(),
         };
-        self.metrics
-            .settled(&self.series, outcome, self.started.elapsed());
-        let activity = self.metrics.activity();
-        activity.settled(&self.series.queue, outcome);
-        if let Some(reason) = dead_letter {
-            self.metrics.dead_lettered(&self.series.queue, reason);
+        let observers: [&dyn Observer; 3] = [tally, self.metrics, self.metrics.activity()];
+        for observer in observers {
+            observer.settled(&event);
         }
-        let (outcome, reason) = match (settled, dead_letter, &self.failure) {
-            (Settled::DeadLettered, Some(reason), _) => (FailureOutcome::DeadLettered, reason),
-            (Settled::Retried, _, Some(failure)) => (FailureOutcome::Retried, failure.as_str()),
-            _ => return,
-        };
-        activity.failed(Failure {
-            at_ms: 0,
-            queue: self.series.queue.to_string(),
-            job_type: job.map(|job| job.job_type.clone()),
-            job_id: job.map(|job| job.job_id),
-            attempt: job.map_or(0, |job| job.attempt),
-            outcome,
-            reason: reason.to_owned(),
-        });
     }
 
     /// Publishing what settles the delivery failed with `err`.

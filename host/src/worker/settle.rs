@@ -10,62 +10,57 @@ use tracing::{debug, error, warn};
 
 use super::Shared;
 use super::observe::Observation;
-use super::tally::Settled;
 use super::unsettled::MessageKey;
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
+use crate::job::{DeadCause, Settled};
 use crate::policy::HoldDelay;
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::DeliveryTrace;
 
 pub(super) type DeliveryOf<B> = <<B as Backend>::Consumer as Consumer>::Delivery;
 
-/// What happens to a delivery once its handler has run.
+/// What happens to a delivery once its handler has run: what the worker publishes before
+/// it acks. Once acked, it becomes the [`Settled`] its observers read.
 #[derive(Debug)]
 pub(super) enum Settlement {
     Ack {
         follow_ups: Vec<(Envelope, Option<HoldDelay>)>,
     },
-    Republish {
-        /// [`Settled::Retried`] or [`Settled::Deferred`].
-        kind: Settled,
+    Retry {
+        next: Envelope,
+        delay: HoldDelay,
+    },
+    Defer {
         next: Envelope,
         delay: HoldDelay,
     },
     DeadLetter {
+        cause: DeadCause,
+        /// The cause rendered once and bounded, because it may quote what a producer or a
+        /// plugin sent.
         reason: String,
         attempts: u32,
     },
 }
 
 impl Settlement {
-    /// A dead letter whose reason is bounded, because it may quote what a producer or a
-    /// plugin sent.
-    pub(super) fn dead_letter(reason: &str, attempts: u32) -> Self {
+    /// A dead letter for `cause`.
+    pub(super) fn dead_letter(cause: DeadCause, attempts: u32) -> Self {
         Self::DeadLetter {
-            reason: bounded(reason, REASON_MAX).into_owned(),
+            reason: bounded(&cause.to_string(), REASON_MAX).into_owned(),
+            cause,
             attempts,
         }
     }
 
-    /// What kind of settlement this is, for the worker's summary.
+    /// What the delivery was settled as, for its observers.
     fn settled(&self) -> Settled {
         match self {
             Self::Ack { .. } => Settled::Completed,
-            Self::Republish {
-                kind: Settled::Deferred,
-                ..
-            } => Settled::Deferred,
-            Self::Republish { .. } => Settled::Retried,
-            Self::DeadLetter { .. } => Settled::DeadLettered,
-        }
-    }
-
-    /// A dead letter's reason.
-    fn dead_letter_reason(&self) -> Option<&str> {
-        match self {
-            Self::DeadLetter { reason, .. } => Some(reason),
-            Self::Ack { .. } | Self::Republish { .. } => None,
+            Self::Retry { .. } => Settled::Retried,
+            Self::Defer { .. } => Settled::Deferred,
+            Self::DeadLetter { cause, .. } => Settled::DeadLettered(cause.clone()),
         }
     }
 
@@ -73,11 +68,8 @@ impl Settlement {
     fn what(&self) -> &'static str {
         match self {
             Self::Ack { .. } => "a follow-up job",
-            Self::Republish {
-                kind: Settled::Deferred,
-                ..
-            } => "deferral",
-            Self::Republish { .. } => "retry",
+            Self::Defer { .. } => "deferral",
+            Self::Retry { .. } => "retry",
             Self::DeadLetter { .. } => "the dead letter",
         }
     }
@@ -85,7 +77,7 @@ impl Settlement {
     /// The attempt a dead letter replacing this settlement records.
     fn attempts(&self, delivery: &impl Delivery) -> u32 {
         match self {
-            Self::Republish { next, .. } => next.attempt,
+            Self::Retry { next, .. } | Self::Defer { next, .. } => next.attempt,
             Self::DeadLetter { attempts, .. } => *attempts,
             Self::Ack { .. } => Envelope::decode(delivery.body()).map_or(0, |e| e.attempt),
         }
@@ -132,9 +124,11 @@ impl<'a, B: Backend> Settling<'a, B> {
                 if err.is_permanent() && !matches!(settlement, Settlement::DeadLetter { .. }) =>
             {
                 self.seen.publish_failed(&err);
-                let reason = format!("{} could not be published: {err}", settlement.what());
-                let attempts = settlement.attempts(&delivery);
-                let letter = Settlement::dead_letter(&reason, attempts);
+                let cause = DeadCause::PublishFailed {
+                    what: settlement.what(),
+                    error: err.to_string(),
+                };
+                let letter = Settlement::dead_letter(cause, settlement.attempts(&delivery));
                 if let Err(err) = self.publish(&delivery, &letter).await {
                     return self.unsettled(delivery, key, &err).await;
                 }
@@ -185,8 +179,12 @@ impl<'a, B: Backend> Settling<'a, B> {
                 }
                 Ok(())
             }
-            Settlement::Republish { next, delay, .. } => backend.publish(next, Some(*delay)).await,
-            Settlement::DeadLetter { reason, attempts } => {
+            Settlement::Retry { next, delay } | Settlement::Defer { next, delay } => {
+                backend.publish(next, Some(*delay)).await
+            }
+            Settlement::DeadLetter {
+                reason, attempts, ..
+            } => {
                 let letter = DeadLetterOut {
                     queue: self.queue,
                     body: delivery.body(),
@@ -199,19 +197,18 @@ impl<'a, B: Backend> Settling<'a, B> {
         }
     }
 
-    /// Count the settlement for the worker's periodic summary and its metrics; a
-    /// completion is logged at debug only, because a line per job costs more than the job
-    /// (see docs/cli.md, "Logs").
+    /// Hand the settlement to its observers (the worker's periodic summary, the metrics,
+    /// the dashboard's activity); a completion is logged at debug only, because a line per
+    /// job costs more than the job (see docs/cli.md, "Logs").
     fn log_settled(&self, job: Option<&Envelope>, settlement: &Settlement) {
-        self.shared.tally.count(settlement.settled());
-        self.seen
-            .settled(settlement.settled(), job, settlement.dead_letter_reason());
+        let settled = settlement.settled();
+        self.seen.settled(&settled, job, &self.shared.tally);
         let (queue, trace_id) = (self.queue, self.trace.job.trace_id);
         match settlement {
             Settlement::Ack { follow_ups } => {
                 debug!(follow_ups = follow_ups.len(), "job completed");
             }
-            Settlement::Republish { .. } => debug!("job republished"),
+            Settlement::Retry { .. } | Settlement::Defer { .. } => debug!("job republished"),
             Settlement::DeadLetter { reason, .. } => match job {
                 Some(job) => warn!(
                     %queue,

@@ -11,6 +11,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use crate::job::{Observer, Settled, SettledJob};
+
 /// How often the summary line is written, when anything was settled.
 pub(super) const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
@@ -32,26 +34,19 @@ pub(super) struct Counts {
     pub(super) dead_lettered: u64,
 }
 
-/// What a settlement was, for counting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Settled {
-    Completed,
-    Retried,
-    Deferred,
-    DeadLettered,
-}
-
-impl Tally {
-    pub(super) fn count(&self, settled: Settled) {
-        let counter = match settled {
+impl Observer for Tally {
+    fn settled(&self, job: &SettledJob<'_>) {
+        let counter = match job.settled {
             Settled::Completed => &self.completed,
             Settled::Retried => &self.retried,
             Settled::Deferred => &self.deferred,
-            Settled::DeadLettered => &self.dead_lettered,
+            Settled::DeadLettered(_) => &self.dead_lettered,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
+}
 
+impl Tally {
     /// The counts since the last call, starting over.
     pub(super) fn take(&self) -> Counts {
         Counts {
@@ -93,17 +88,29 @@ impl Tally {
 mod tests {
     use super::*;
 
+    use std::sync::Arc;
+
+    use crate::job::DeadCause;
+
     #[test]
     fn each_settlement_is_counted_once_and_a_summary_starts_the_count_over() {
         let tally = Tally::default();
+        let queue: Arc<str> = "q".into();
         for settled in [
             Settled::Completed,
             Settled::Completed,
             Settled::Retried,
             Settled::Deferred,
-            Settled::DeadLettered,
+            Settled::DeadLettered(DeadCause::Malformed),
         ] {
-            tally.count(settled);
+            tally.settled(&SettledJob {
+                queue: &queue,
+                series_job_type: &queue,
+                job: None,
+                settled: &settled,
+                failure: None,
+                elapsed: Duration::ZERO,
+            });
         }
         assert_eq!(
             tally.take(),
