@@ -145,77 +145,104 @@ impl<B: Backend> Worker<B> {
             threads = tokio::runtime::Handle::current().metrics().num_workers(),
             "worker started"
         );
-        let permits = Arc::new(Semaphore::new(self.shared.config.concurrency.max(1)));
-        let jobs = TaskTracker::new();
-        let consumers = TaskTracker::new();
-        let abandon = CancellationToken::new();
-        let mut subscriptions: HashMap<String, Subscription> = HashMap::new();
-        let mut changes = self.shared.plugins.subscribe();
+        let mut consumers = Consumers {
+            shared: self.shared.clone(),
+            permits: Arc::new(Semaphore::new(self.shared.config.concurrency.max(1))),
+            jobs: TaskTracker::new(),
+            loops: TaskTracker::new(),
+            abandon: CancellationToken::new(),
+            subscriptions: HashMap::new(),
+        };
         let summary_stop = CancellationToken::new();
         let summary = {
             let (shared, stop) = (self.shared.clone(), summary_stop.clone());
             tokio::spawn(async move { shared.tally.report(stop).await })
         };
+        let mut changes = self.shared.plugins.subscribe();
         loop {
             let registry = changes.borrow_and_update().clone();
             self.warn_of_timeouts_the_broker_would_cut(&registry);
-            let wanted: HashMap<&str, &QueueConfig> =
-                registry.queues().map(|q| (q.name.as_str(), q)).collect();
-            subscriptions.retain(|name, subscription| {
-                let keep = wanted
-                    .get(name.as_str())
-                    .is_some_and(|q| **q == subscription.config);
-                if !keep {
-                    info!(queue = %name, "stopping consumer");
-                    subscription.stop.cancel();
-                }
-                keep
-            });
-            for (name, config) in wanted {
-                if subscriptions.contains_key(name) {
-                    continue;
-                }
-                let stop = shutdown.child_token();
-                let consume = ConsumeLoop {
-                    shared: self.shared.clone(),
-                    queue: config.clone(),
-                    permits: permits.clone(),
-                    jobs: jobs.clone(),
-                    stop: stop.clone(),
-                    abandon: abandon.clone(),
-                };
-                consumers.spawn(consume.run());
-                subscriptions.insert(
-                    name.to_owned(),
-                    Subscription {
-                        config: config.clone(),
-                        stop,
-                    },
-                );
-            }
+            consumers.follow(&registry, &shutdown);
             tokio::select! {
                 changed = changes.changed() => if changed.is_err() { shutdown.cancelled().await; break },
                 () = shutdown.cancelled() => break,
             }
         }
-        consumers.close();
-        consumers.wait().await;
-        jobs.close();
-        let grace = self.shared.config.grace_period;
-        if tokio::time::timeout(grace, jobs.wait()).await.is_err() {
-            warn!(
-                running = jobs.len(),
-                ?grace,
-                "jobs still running after the grace period; the broker will redeliver them"
-            );
-            abandon.cancel();
-            jobs.wait().await;
-        }
+        consumers.drain().await;
         summary_stop.cancel();
         if let Err(err) = summary.await {
             warn!(error = %err, "the job summary task failed");
         }
         info!("worker stopped");
+    }
+}
+
+/// The consume loops of the queues the registry declares, and the jobs they started.
+struct Consumers<B> {
+    shared: Arc<Shared<B>>,
+    /// One per job running, across all queues.
+    permits: Arc<Semaphore>,
+    jobs: TaskTracker,
+    loops: TaskTracker,
+    /// Cancelled when the grace period is over: running jobs give up.
+    abandon: CancellationToken,
+    subscriptions: HashMap<String, Subscription>,
+}
+
+impl<B: Backend> Consumers<B> {
+    /// Consume exactly the queues `registry` declares: stop the loops of queues it no
+    /// longer declares (or declares differently), start loops for new ones.
+    fn follow(&mut self, registry: &Registry, shutdown: &CancellationToken) {
+        let wanted: HashMap<&str, &QueueConfig> =
+            registry.queues().map(|q| (q.name.as_str(), q)).collect();
+        self.subscriptions.retain(|name, subscription| {
+            let keep = wanted
+                .get(name.as_str())
+                .is_some_and(|q| **q == subscription.config);
+            if !keep {
+                info!(queue = %name, "stopping consumer");
+                subscription.stop.cancel();
+            }
+            keep
+        });
+        for (name, config) in wanted {
+            if self.subscriptions.contains_key(name) {
+                continue;
+            }
+            let stop = shutdown.child_token();
+            let consume = ConsumeLoop {
+                shared: self.shared.clone(),
+                queue: config.clone(),
+                permits: self.permits.clone(),
+                jobs: self.jobs.clone(),
+                stop: stop.clone(),
+                abandon: self.abandon.clone(),
+            };
+            self.loops.spawn(consume.run());
+            let subscription = Subscription {
+                config: config.clone(),
+                stop,
+            };
+            self.subscriptions.insert(name.to_owned(), subscription);
+        }
+    }
+
+    /// Wait for the loops to stop pulling, then for the jobs they started, up to the grace
+    /// period; past it, running jobs give up and the broker redelivers them.
+    async fn drain(self) {
+        self.loops.close();
+        self.loops.wait().await;
+        self.jobs.close();
+        let grace = self.shared.config.grace_period;
+        if tokio::time::timeout(grace, self.jobs.wait()).await.is_err() {
+            warn!(
+                running = self.jobs.len(),
+                ?grace,
+                "jobs still running after the grace period; the broker will redeliver them"
+            );
+            self.abandon.cancel();
+            self.jobs.wait().await;
+        }
     }
 }
 
