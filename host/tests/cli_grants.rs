@@ -252,6 +252,11 @@ fn a_plugin_named_after_another_gets_only_its_own_files_grants() {
          [plugins.http-probe.config]\nother_secret = \"theirs\"\n",
     );
     let host = run_granted(dir, &config_dir);
+    let read = check_config(&host, json!({"other_secret": null, "mine": "ours"}));
+    assert!(
+        read.contains("job completed"),
+        "the plugin reads its file's section and not the one its manifest names: {read}"
+    );
     let unmatched = host.wait_for_line(STARTUP, |l| {
         l.contains("grants section matches no loaded plugin")
             && l.contains("section=\"http-probe\"")
@@ -259,11 +264,6 @@ fn a_plugin_named_after_another_gets_only_its_own_files_grants() {
     assert!(
         unmatched.contains("grants.toml") && unmatched.contains("http-probe.wasm"),
         "the warning names the section, the grants file and the file it expects: {unmatched}"
-    );
-    let read = check_config(&host, json!({"other_secret": null, "mine": "ours"}));
-    assert!(
-        read.contains("job completed"),
-        "the plugin reads its file's section and not the one its manifest names: {read}"
     );
     let plugins = json_of(&host.cli(&["plugins", "--json"]));
     assert_eq!(
