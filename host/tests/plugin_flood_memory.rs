@@ -6,7 +6,7 @@
 mod plugin_support;
 
 use jobhost::job::Outcome;
-use plugin_support::floods::{FLOODS, flood};
+use plugin_support::floods::{FLOODS, HTTP_FLOODS, flood, http_flood};
 use plugin_support::{reset_peak, status_bytes};
 
 const MIB: u64 = 1024 * 1024;
@@ -30,6 +30,13 @@ async fn every_flood() {
         assert!(
             matches!(outcome, Outcome::Crashed(_)),
             "{mode}: {outcome:?}"
+        );
+    }
+    for (mode, _) in HTTP_FLOODS {
+        let outcome = http_flood(mode).await;
+        assert!(
+            matches!(outcome, Outcome::Crashed(_)),
+            "wasi:http {mode}: {outcome:?}"
         );
     }
 }

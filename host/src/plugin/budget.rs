@@ -1,9 +1,11 @@
 //! What one job may hand the host through its imports, counted before it is copied.
 //!
-//! Everything a guest passes to `log`, `enqueue` or `report-panic`, and everything it
-//! writes to stdout or stderr, ends up in host memory, outside the guest's memory cap. So
-//! each job has a [`HostCallBudget`]: the host reads the length of a string or list while
-//! it still lies in guest memory, charges it, and copies it only if it fits.
+//! Everything a guest passes to `log`, `enqueue` or `report-panic`, everything it writes
+//! to stdout or stderr, and everything it hands `wasi:http` ends up in host memory, outside
+//! the guest's memory cap. So each job has a [`HostCallBudget`]: the host reads the length
+//! of a string or list while it still lies in guest memory, charges it, and copies it only
+//! if it fits; the resources a job holds at once are capped too (see
+//! `outbound::budget` for `wasi:http`).
 //!
 //! Exceeding the budget traps the guest: the attempt ends as a crash whose reason is the
 //! [`BudgetExceeded`] message (`host-call budget exceeded: more than 1000 follow-ups in one
@@ -18,6 +20,53 @@ pub(super) const JOB_TYPE_MAX: usize = 255;
 /// The most bytes of a panic message the host accepts; the guest is about to abort, and a
 /// longer message is a flood, not a diagnosis.
 pub(super) const PANIC_MESSAGE_MAX: usize = 4 * 1024;
+
+/// The most bytes of each part of an outgoing request a guest hands `wasi:http`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpPart {
+    /// A method (`other(..)`): 64 bytes; real methods are a word.
+    Method,
+    /// A scheme (`other(..)`): 32 bytes; only `http` and `https` are ever sent.
+    Scheme,
+    /// An authority: 1 KiB; a host name is at most 253 bytes.
+    Authority,
+    /// A path with its query: 16 KiB, beyond what most servers accept.
+    PathWithQuery,
+    /// A header name: 256 bytes.
+    HeaderName,
+    /// A header value: 16 KiB, room for large tokens.
+    HeaderValue,
+}
+
+impl HttpPart {
+    /// The most bytes of this part.
+    pub const fn max(self) -> usize {
+        match self {
+            Self::Method => 64,
+            Self::Scheme => 32,
+            Self::Authority => 1024,
+            Self::PathWithQuery | Self::HeaderValue => 16 * 1024,
+            Self::HeaderName => 256,
+        }
+    }
+}
+
+impl std::fmt::Display for HttpPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Method => "method",
+            Self::Scheme => "scheme",
+            Self::Authority => "authority",
+            Self::PathWithQuery => "path with query",
+            Self::HeaderName => "header name",
+            Self::HeaderValue => "header value",
+        })
+    }
+}
+
+/// What each part handed to `wasi:http` is charged beyond its bytes, for the host's
+/// bookkeeping of it; so an empty header is not free.
+pub(super) const HTTP_PART_OVERHEAD: usize = 64;
 
 /// Per-job limits on what a guest hands the host; see the [module](self) docs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +83,13 @@ pub struct HostCallBudget {
     pub log_bytes: usize,
     /// Fields of one `log` call. Default 64.
     pub log_fields: u32,
+    /// Bytes handed to `wasi:http` in one job: request parts, header names and values
+    /// (each with [`HTTP_PART_OVERHEAD`] more), and the header maps it clones. Default
+    /// 16 MiB.
+    pub http_bytes: usize,
+    /// Resources (requests, header maps, bodies, streams, pollables, responses) one job
+    /// may hold at once: the size of its resource table. Default 1,024.
+    pub resources: usize,
 }
 
 impl Default for HostCallBudget {
@@ -44,6 +100,8 @@ impl Default for HostCallBudget {
             follow_up_bytes: 16 * 1024 * 1024,
             log_bytes: 1024 * 1024,
             log_fields: 64,
+            http_bytes: 16 * 1024 * 1024,
+            resources: 1024,
         }
     }
 }
@@ -92,6 +150,26 @@ pub enum BudgetExceeded {
         /// [`HostCallBudget::log_fields`].
         limit: u32,
     },
+    /// Too many bytes handed to `wasi:http`.
+    #[error("host-call budget exceeded: more than {limit} bytes handed to wasi:http in one job")]
+    HttpBytes {
+        /// [`HostCallBudget::http_bytes`].
+        limit: usize,
+    },
+    /// A request part longer than its [`HttpPart::max`].
+    #[error("host-call budget exceeded: a wasi:http {part} of {len} bytes, more than {}", part.max())]
+    HttpPart {
+        /// Which part.
+        part: HttpPart,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A resource table full.
+    #[error("host-call budget exceeded: more than {limit} resources held at once")]
+    Resources {
+        /// [`HostCallBudget::resources`].
+        limit: usize,
+    },
     /// A panic message longer than [`PANIC_MESSAGE_MAX`].
     #[error(
         "host-call budget exceeded: a panic message of {len} bytes, more than {PANIC_MESSAGE_MAX}; it starts: {start}"
@@ -112,6 +190,7 @@ pub(super) struct Spent {
     calls: u32,
     follow_ups: u32,
     follow_up_bytes: usize,
+    http_bytes: usize,
     /// The first overrun, kept so the crash reason names it.
     pub(super) exceeded: Option<BudgetExceeded>,
 }
@@ -123,6 +202,7 @@ impl Spent {
             calls: 0,
             follow_ups: 0,
             follow_up_bytes: 0,
+            http_bytes: 0,
             exceeded: None,
         }
     }
@@ -167,6 +247,25 @@ impl Spent {
         if self.follow_up_bytes > self.budget.follow_up_bytes {
             return Err(BudgetExceeded::FollowUpBytes {
                 limit: self.budget.follow_up_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Charge a part of `len` bytes handed to `wasi:http`, before it is copied.
+    pub(super) fn http_part(&mut self, part: HttpPart, len: usize) -> Result<(), BudgetExceeded> {
+        if len > part.max() {
+            return Err(BudgetExceeded::HttpPart { part, len });
+        }
+        self.http_bytes(len.saturating_add(HTTP_PART_OVERHEAD))
+    }
+
+    /// Charge `len` bytes that `wasi:http` is about to copy for the guest.
+    pub(super) fn http_bytes(&mut self, len: usize) -> Result<(), BudgetExceeded> {
+        self.http_bytes = self.http_bytes.saturating_add(len);
+        if self.http_bytes > self.budget.http_bytes {
+            return Err(BudgetExceeded::HttpBytes {
+                limit: self.budget.http_bytes,
             });
         }
         Ok(())
@@ -261,6 +360,43 @@ mod tests {
         assert!(matches!(
             spent.follow_up(8, usize::MAX),
             Err(BudgetExceeded::FollowUpBytes { .. })
+        ));
+    }
+
+    #[test]
+    fn a_wasi_http_part_longer_than_its_cap_is_refused_before_it_is_copied() {
+        let mut spent = spent(HostCallBudget::default());
+        spent.http_part(HttpPart::Method, 64).expect("64 bytes fit");
+        let err = spent
+            .http_part(HttpPart::Method, 64 << 20)
+            .expect_err("64 MiB do not");
+        assert_eq!(
+            err.to_string(),
+            "host-call budget exceeded: a wasi:http method of 67108864 bytes, more than 64"
+        );
+    }
+
+    #[test]
+    fn wasi_http_bytes_are_bounded_in_total_and_empty_parts_count() {
+        let mut spent = spent(HostCallBudget {
+            http_bytes: 3 * HTTP_PART_OVERHEAD,
+            ..HostCallBudget::default()
+        });
+        for _ in 0..3 {
+            spent
+                .http_part(HttpPart::HeaderName, 0)
+                .expect("within the budget");
+        }
+        let err = spent
+            .http_part(HttpPart::HeaderValue, 0)
+            .expect_err("one empty part more");
+        assert_eq!(
+            err.to_string(),
+            "host-call budget exceeded: more than 192 bytes handed to wasi:http in one job"
+        );
+        assert!(matches!(
+            spent.http_bytes(usize::MAX),
+            Err(BudgetExceeded::HttpBytes { .. })
         ));
     }
 

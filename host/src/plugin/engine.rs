@@ -30,7 +30,7 @@ use super::cache::ArtifactCache;
 use super::error::{EngineError, LoadError};
 use super::load::{self, Plugin};
 use super::store::JobState;
-use super::{config_store, host_api};
+use super::{config_store, host_api, outbound};
 use crate::grants::SharedGrants;
 
 /// How often the epoch advances: the granularity of timeouts and of a spinning guest's
@@ -145,6 +145,7 @@ impl Engine {
         // grants still links, and its requests fail with the refusal that names the grant.
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(wasmtime_error)?;
+        outbound::add_budget_to_linker(&mut linker).map_err(wasmtime_error)?;
         config_store::add_to_linker(&mut linker).map_err(wasmtime_error)?;
         let cache = config
             .cache_dir

@@ -53,7 +53,7 @@ mod outbound;
 mod store;
 mod watchdog;
 
-pub use budget::{BudgetExceeded, HostCallBudget};
+pub use budget::{BudgetExceeded, HostCallBudget, HttpPart};
 pub use engine::{EPOCH_TICK, Engine, EngineConfig, MEMORY_RESERVATION};
 pub use error::{EngineError, LoadError};
 pub use load::{Plugin, WIT_VERSION};

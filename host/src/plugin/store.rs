@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{ResourceTable, ResourceTableError};
 use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::budget::{HostCallBudget, Spent};
+use super::budget::{BudgetExceeded, HostCallBudget, Spent};
 use super::engine::MIB;
 use super::guest_log::{GuestStdio, LogSink, LogTags, Stdio};
 use super::outbound::JobGrants;
@@ -53,7 +53,7 @@ impl std::fmt::Debug for JobState {
 
 impl JobState {
     /// Why a call into the guest failed with `err`, for the job's outcome: the host-call
-    /// budget, the timeout, the memory cap, the guest's panic message, or the trap's own
+    /// budget (a full resource table included), the timeout, the memory cap, the guest's panic message, or the trap's own
     /// message; at most [`REASON_MAX`] bytes, on one line.
     pub(super) fn crash_reason(&self, err: &wasmtime::Error, timeout: Duration) -> String {
         let reason = self.cause(err, timeout);
@@ -65,6 +65,13 @@ impl JobState {
         tracing::debug!(error = %text::bounded(&detail, REASON_MAX), "guest call failed");
         if let Some(exceeded) = self.spent.exceeded.clone().or_else(|| self.log.exceeded()) {
             return exceeded.to_string();
+        }
+        if matches!(
+            err.downcast_ref::<ResourceTableError>(),
+            Some(ResourceTableError::Full)
+        ) {
+            let limit = self.table.max_capacity();
+            return BudgetExceeded::Resources { limit }.to_string();
         }
         let trap = err.downcast_ref::<Trap>();
         if trap == Some(&Trap::Interrupt) {
@@ -151,6 +158,10 @@ pub(super) fn new_store(
         .allow_udp(false)
         .allow_ip_name_lookup(false)
         .build();
+    // Every resource a guest holds (wasi:http's, WASI's streams and pollables) lives in
+    // this table, in host memory: its size is part of the budget.
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(budget.resources);
     let limits = StoreLimitsBuilder::new()
         .memory_size(memory_cap)
         .trap_on_grow_failure(true)
@@ -158,7 +169,7 @@ pub(super) fn new_store(
     let state = JobState {
         wasi,
         http: WasiHttpCtx::new(),
-        table: ResourceTable::new(),
+        table,
         grants: JobGrants::new(plugin, job_id, grants, deadline),
         limits: JobLimits {
             limits,

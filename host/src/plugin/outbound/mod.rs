@@ -16,6 +16,9 @@
 //!   its jobs (a request waits for a slot), a response body cut at `max_response_bytes`
 //!   (`error-code.http-response-body-size`), and the whole request, body included, within
 //!   `request_timeout`, never past the job's deadline.
+//! - What a job hands `wasi:http` and the resources it holds are budgeted per job, before
+//!   anything is copied: calls, part sizes, bytes, resources and body buffers (see
+//!   [`budget`]).
 //! - `wasi:http` follows no redirects: a guest that follows one sends a new request, which
 //!   is checked like any other.
 //! - `https://` (feature `tls`, on by default) trusts the webpki roots and the operator's
@@ -23,6 +26,7 @@
 //!   server certificate they refuse fails in the guest with
 //!   `error-code.TLS-certificate-error`, logged like a refusal with rustls' reason.
 
+mod budget;
 mod send;
 #[cfg(feature = "tls")]
 mod tls;
@@ -37,6 +41,8 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::grants::{Grants, Identity, PluginGrants, Refusal, RequestOrigin};
 use send::Target;
+
+pub(super) use budget::add_to_linker as add_budget_to_linker;
 
 /// What a job may do beyond the sandbox: the grants in force when it started, for its
 /// plugin, and its deadline.
@@ -164,5 +170,9 @@ impl WasiHttpHooks for JobGrants {
             Ok(target) => Box::new(send::send(request, options, target)),
             Err(err) => Box::new(std::future::ready(Err(err))),
         }
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        budget::BODY_CHUNK
     }
 }
