@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use jobhost::job::Outcome;
 use jobhost_sdk::JobError;
 use outbound_support::{
-    Server, Watch, bytes_read, failure, fetch, probe_granted, report, run, send,
+    EarlyAnswer, Server, Watch, bytes_read, failure, fetch, granted, probe_granted, report, run,
+    send,
 };
 
 fn grants(origins: &[String], extra: &str) -> String {
@@ -163,6 +164,36 @@ async fn a_slow_server_is_cut_at_the_jobs_deadline_when_that_comes_first() {
         took < Duration::from_secs(3),
         "not the 30 s request timeout: {took:?}"
     );
+}
+
+#[tokio::test]
+async fn an_upload_the_server_answered_early_is_cut_at_the_request_timeout() {
+    let server = EarlyAnswer::start().await;
+    let toml = format!(
+        "[plugins.httpflood]\nallowed_outbound_hosts = [\"http://{}\"]\nrequest_timeout = \"1s\"\n",
+        server.addr
+    );
+    let (_engine, flood) = granted("httpflood", &toml).await;
+    let payload = serde_json::json!({"url": server.url("/upload")});
+    let started = Instant::now();
+    let outcome = run(
+        &flood,
+        "httpflood.Upload",
+        &payload,
+        Duration::from_secs(20),
+    )
+    .await;
+    let took = started.elapsed();
+    let message = failure(outcome);
+    assert!(
+        message.starts_with("the upload was cut after the answer"),
+        "the guest's upload ends after the answer came: {message}"
+    );
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(10),
+        "cut at the 1 s request timeout, not the job's 20 s: {took:?}"
+    );
+    assert!(server.bytes_read() > 0, "the upload reached the server");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ pub mod pki;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -226,6 +226,71 @@ async fn gib() -> Response {
         .expect("a response")
 }
 
+/// A server that answers `200 ok` as soon as it has read a request's head, then reads
+/// whatever else comes on the connection and drops it, counting the bytes: an upload to
+/// it goes on for as long as the client sends.
+pub struct EarlyAnswer {
+    pub addr: SocketAddr,
+    read: Arc<AtomicU64>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl EarlyAnswer {
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a local port");
+        let addr = listener.local_addr().expect("its address");
+        let read = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&read);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(answer_early(stream, Arc::clone(&counted)));
+            }
+        });
+        Self {
+            addr,
+            read,
+            _task: task,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Bytes read from every connection, heads included.
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::SeqCst)
+    }
+}
+
+async fn answer_early(mut stream: tokio::net::TcpStream, read: Arc<AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = vec![0; 64 * 1024];
+    let mut head = Vec::new();
+    let mut answered = false;
+    loop {
+        let Ok(n) = stream.read(&mut buffer).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        read.fetch_add(n as u64, Ordering::SeqCst);
+        if !answered {
+            head.extend_from_slice(&buffer[..n]);
+            if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                answered = true;
+                let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                if stream.write_all(answer).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// A port that is listened on and never served: whether anything connected shows in
 /// [`Watch::saw_nothing`].
 pub struct Watch {
@@ -262,6 +327,16 @@ pub async fn probe_granted(toml: &str) -> (Engine, Plugin) {
 
 /// [`probe_granted`] with the grants file at `file` (secret files are relative to it).
 pub async fn probe_granted_in(file: &Path, toml: &str) -> (Engine, Plugin) {
+    granted_in("http-probe", file, toml).await
+}
+
+/// An engine of its own granting what `toml` says, as [`probe_granted`] does, with fixture
+/// `name` loaded into it.
+pub async fn granted(name: &str, toml: &str) -> (Engine, Plugin) {
+    granted_in(name, Path::new("plugins/jobhost.toml"), toml).await
+}
+
+async fn granted_in(name: &str, file: &Path, toml: &str) -> (Engine, Plugin) {
     let cache_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
     let engine = Engine::new(EngineConfig {
         cache_dir: Some(cache_dir),
@@ -270,9 +345,9 @@ pub async fn probe_granted_in(file: &Path, toml: &str) -> (Engine, Plugin) {
     .expect("the test engine starts");
     let grants = Grants::parse(file, toml).expect("the test's grants are valid");
     engine.grants().replace(grants);
-    let plugin = try_load(&engine, fixture("http-probe"))
+    let plugin = try_load(&engine, fixture(name))
         .await
-        .expect("http-probe loads");
+        .unwrap_or_else(|err| panic!("{name} loads: {err}"));
     (engine, plugin)
 }
 

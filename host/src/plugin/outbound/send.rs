@@ -1,6 +1,7 @@
 //! Sending one granted request: a request slot, the name resolved and every address
 //! checked, a connection to a checked address, and a response body cut at the cap and at
-//! the request's deadline.
+//! the request's deadline; the connection, and with it the upload of the request body,
+//! ends at that deadline too.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -62,7 +63,11 @@ pub(super) async fn send(
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(Error::Hyper)?;
-    let connection = wasmtime_wasi::runtime::spawn(connection);
+    // The connection carries the request body too, which a guest may go on writing after
+    // the server answered: it ends at the request's deadline like the rest, and the body
+    // stream closes in the guest.
+    let connection =
+        wasmtime_wasi::runtime::spawn(async move { timeout_at(deadline, connection).await });
     // The URI carries scheme and authority for the check; on the wire, as to any server
     // that is not a proxy, only the path and query go (the `Host` header names the host).
     let path = request
@@ -90,8 +95,10 @@ pub(super) async fn send(
     });
     let io: IoFuture = Box::new(async move {
         match connection.await {
-            Ok(()) => Ok(()),
-            Err(err) => Err(Error::Hyper(err)),
+            // Cut at the deadline: the guest learns it from its streams, and
+            // wasmtime-wasi-http would only log this result.
+            Ok(Ok(())) | Err(_) => Ok(()),
+            Ok(Err(err)) => Err(Error::Hyper(err)),
         }
     });
     Ok((response, io))
