@@ -13,9 +13,12 @@ use jobhost::admin::{
 };
 use jobhost::broker::MemoryBackend;
 use jobhost::grants::SharedGrants;
+use jobhost::job::{Invocation, JobSpec, Manifest, Outcome};
 use jobhost::metrics::Metrics;
 use jobhost::policy::Granularity;
+use jobhost::testing::native_unit;
 use jobhost::worker::Plugins;
+use jobhost_sdk::QueueConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -23,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 const TOKEN: &str = "the-test-token";
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// A running admin API on the memory backend, stopped when dropped.
+/// A running admin API on the memory backend, with a plugin whose queue is `q`, stopped
+/// when dropped.
 struct Api {
     addr: String,
     stop: CancellationToken,
@@ -39,9 +43,24 @@ async fn api() -> Api {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let bound = listener.local_addr().expect("its address");
     let access = AdminAccess::new(TOKEN, "127.0.0.1:0", bound);
+    let manifest = Manifest {
+        name: "q".into(),
+        queues: vec![QueueConfig::new("q")],
+        jobs: vec![JobSpec {
+            name: "q.Job".into(),
+            queue: "q".into(),
+            retry: None,
+            timeout: None,
+        }],
+    };
+    let plugins = Plugins::new();
+    let unit = native_unit("q.wasm", manifest, |_: &Invocation<'_>| {
+        Outcome::Completed { follow_ups: vec![] }
+    });
+    plugins.install(unit).expect("installs");
     let state = AdminState {
         backend: MemoryBackend::new(),
-        plugins: Plugins::new(),
+        plugins,
         granularity: Granularity::default(),
         access,
         metrics: Metrics::new(),

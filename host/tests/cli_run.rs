@@ -111,8 +111,8 @@ fn a_failed_job_is_listed_with_its_exact_reason_and_replay_runs_it_again_as_atte
         "the replay runs attempt 1: {rerun}"
     );
 
-    let letters = json_of(&host.cli(&["dead", "list", "test.bare", "--json"]));
-    let letters = letters.as_array().expect("a list");
+    let listed = json_of(&host.cli(&["dead", "list", "test.bare", "--json"]));
+    let letters = listed["letters"].as_array().expect("a list");
     assert_eq!(
         letters.len(),
         1,

@@ -209,3 +209,47 @@ async fn each_session_follows_the_host_in_pages_of_its_own_so_none_takes_every_s
         .expect("a closed page gives its slot back");
     stop.cancel();
 }
+
+/// The whole answer to `METHOD path` sent with the host's token.
+async fn call(addr: &str, method: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("sends");
+    let mut answer = String::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_string(&mut answer))
+        .await
+        .expect("an answer in time")
+        .expect("reads");
+    answer
+}
+
+#[tokio::test]
+async fn dead_letters_are_served_only_for_the_queues_of_loaded_plugins() {
+    let stop = CancellationToken::new();
+    let addr = host(&stop).await;
+    for (method, path) in [
+        ("GET", "/dead/elsewhere"),
+        ("GET", "/dead/work.dead"),
+        ("POST", "/dead/elsewhere/replay"),
+        ("DELETE", "/dead/elsewhere"),
+        (
+            "DELETE",
+            "/dead/elsewhere/6f9619ff-8b86-4d01-b42d-00c04fc964ff",
+        ),
+    ] {
+        let answer = call(&addr, method, path).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 404") && answer.contains("not a queue of a loaded plugin"),
+            "`{method} {path}` is refused: {answer}"
+        );
+    }
+    let answer = call(&addr, "GET", "/dead/work").await;
+    let body = answer.split_once("\r\n\r\n").expect("a body").1;
+    let listed: jobhost::broker::DeadLetterList = serde_json::from_str(body).expect("a listing");
+    assert_eq!(listed.letters.len(), 1, "the plugin's queue is served");
+    assert_eq!(listed.letters[0].body, "not an envelope");
+    stop.cancel();
+}

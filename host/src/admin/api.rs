@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use super::grants_view::{GrantsView, SecretView};
-use crate::envelope::Envelope;
+pub use crate::broker::{DeadLetterList, DeadLetterView, Replayed as ReplayReport};
 use crate::grants::{Grants, Pin};
 use crate::job::JobSpec;
 use crate::worker::{Registry, Route, Unit};
@@ -397,56 +397,6 @@ pub struct Enqueued {
     /// The trace the job belongs to: the `traceparent`'s, or a new one (32 hex digits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
-}
-
-/// A dead letter, in `GET /dead/{queue}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeadLetterView {
-    /// The job id, when the body is an envelope.
-    pub job_id: Option<Uuid>,
-    /// The job type, when the body is an envelope.
-    pub job_type: Option<String>,
-    /// The last attempt tried, when known (0 for a body that is not an envelope).
-    pub attempts: Option<u32>,
-    /// Why it was dead-lettered, when the message says.
-    pub reason: Option<String>,
-    /// The job's payload, when the body is an envelope.
-    pub payload: Option<serde_json::Value>,
-    /// The body as text, when it is not an envelope.
-    pub body: Option<String>,
-}
-
-impl DeadLetterView {
-    /// The view of a dead-lettered `body`.
-    pub fn new(body: &[u8], reason: Option<String>, attempts: Option<u32>) -> Self {
-        match Envelope::decode(body) {
-            Ok(envelope) => Self {
-                job_id: Some(envelope.job_id),
-                job_type: Some(envelope.job_type),
-                attempts,
-                reason,
-                payload: serde_json::from_str(envelope.payload.get()).ok(),
-                body: None,
-            },
-            Err(_) => Self {
-                job_id: None,
-                job_type: None,
-                attempts,
-                reason,
-                payload: None,
-                body: Some(String::from_utf8_lossy(body).into_owned()),
-            },
-        }
-    }
-}
-
-/// The answer to `POST /dead/{queue}/replay`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReplayReport {
-    /// Jobs put back on the queue as attempt 1 with their job ids.
-    pub replayed: u32,
-    /// Bodies that are not envelopes, left in the dead-letter queue.
-    pub skipped: u32,
 }
 
 /// The answer to `DELETE /dead/{queue}`.

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use tokio::net::TcpStream;
 
 use super::api::{
-    DeadLetterView, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
+    DeadLetterList, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
     PurgeReport, ReplayReport,
 };
 use super::dashboard::LoginView;
@@ -137,7 +137,7 @@ impl AdminClient {
         &self,
         queue: &str,
         limit: usize,
-    ) -> Result<Vec<DeadLetterView>, ClientError> {
+    ) -> Result<DeadLetterList, ClientError> {
         let path = format!("/dead/{}?limit={limit}", segment(queue));
         self.call(Method::GET, &path, None::<&()>).await
     }

@@ -20,7 +20,7 @@
 //! | `GET /plugins` | [`PluginView`](api::PluginView)s with effective policies and grants (never a secret's value) | token or session: grants, config keys, secret sources |
 //! | `GET /policy/{job_type}` | [`PolicyReport`](api::PolicyReport) with its wait schedule | token or session: part of the plugins' view |
 //! | `POST /jobs` | [`EnqueueRequest`](api::EnqueueRequest) -> [`Enqueued`](api::Enqueued) | token, or session from the page |
-//! | `GET /dead/{queue}?limit=N` | [`DeadLetterView`](api::DeadLetterView)s, oldest first | token or session: payloads and reasons |
+//! | `GET /dead/{queue}?limit=N` | [`DeadLetterList`](api::DeadLetterList): the first letters as excerpts, at most [`LISTING_MAX_BYTES`](crate::broker::LISTING_MAX_BYTES) | token or session: payloads and reasons |
 //! | `POST /dead/{queue}/replay` | [`ReplayReport`](api::ReplayReport) | token, or session from the page |
 //! | `DELETE /dead/{queue}` | [`PurgeReport`](api::PurgeReport) | token, or session from the page |
 //! | `POST /dead/{queue}/{job_id}/replay` | [`ReplayReport`](api::ReplayReport) of that one job | token, or session from the page |
@@ -29,6 +29,8 @@
 //! The server takes at most [`MAX_CONNECTIONS`] connections at once and closes one that
 //! has not sent a request head within [`HEADER_READ_TIMEOUT`].
 //!
+//! The `/dead` routes serve only the queues of loaded plugins.
+//!
 //! Errors are `{"error": "..."}` with 404 for an unknown job type or queue, 503 when the
 //! broker is unreachable, 502 when it refused, 400 for a `limit` above
 //! [`MAX_DEAD_LIMIT`], and 421, 403 or 401 from [`AdminAccess`].
@@ -36,7 +38,7 @@
 //! # Table of contents
 //! - [`api`]: the JSON bodies, and the wait schedule of a policy.
 //! - [`dashboard`]: the web page, its overview and its live stream.
-//! - [`AdminBackend`]: dead-letter operations on either backend.
+//! - [`AdminBackend`]: what the API uses of either backend, dead letters included.
 //! - [`enqueue`]: a job by type name and JSON, as the CLI and the demo send it.
 //! - [`router`], [`serve`]: the server, behind [`AdminAccess`]; [`AdminClient`]: the client.
 //! - [`SESSION_LIFETIME`] and the other bounds of the dashboard's logins and sessions.

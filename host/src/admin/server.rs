@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::access::{self, AdminAccess};
 use super::api::{
-    DeadLetterView, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
+    DeadLetterList, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
     PurgeReport, ReplayReport,
 };
 use super::dashboard;
@@ -37,8 +37,8 @@ use crate::worker::Plugins;
 
 /// How many dead letters `GET /dead/{queue}` lists unless `?limit=` says otherwise.
 pub const DEFAULT_DEAD_LIMIT: usize = 100;
-/// The most `GET /dead/{queue}?limit=` accepts, because each listed letter is read from
-/// the broker and held in memory until the answer is sent.
+/// The most `GET /dead/{queue}?limit=` accepts, because a listing reads each letter up to
+/// its limit off the broker, one at a time, whatever its byte cap leaves out.
 pub const MAX_DEAD_LIMIT: usize = 1000;
 
 /// What the admin API serves from.
@@ -220,7 +220,7 @@ async fn list_dead<B: AdminBackend>(
     State(state): Shared<B>,
     Path(queue): Path<String>,
     Query(limit): Query<Limit>,
-) -> Result<Json<Vec<DeadLetterView>>, ApiError> {
+) -> Result<Json<DeadLetterList>, ApiError> {
     let limit = limit.limit.unwrap_or(DEFAULT_DEAD_LIMIT);
     if limit > MAX_DEAD_LIMIT {
         return Err(ApiError::new(
@@ -228,6 +228,7 @@ async fn list_dead<B: AdminBackend>(
             format!("`limit` is {limit}; it must be at most {MAX_DEAD_LIMIT}"),
         ));
     }
+    loaded(&state, &queue)?;
     Ok(Json(state.backend.list_dead(&queue, limit).await?))
 }
 
@@ -235,6 +236,7 @@ async fn replay_dead<B: AdminBackend>(
     State(state): Shared<B>,
     Path(queue): Path<String>,
 ) -> Result<Json<ReplayReport>, ApiError> {
+    loaded(&state, &queue)?;
     let report = state.backend.replay_dead(&queue).await?;
     tracing::info!(%queue, replayed = report.replayed, skipped = report.skipped, "dead letters replayed");
     Ok(Json(report))
@@ -244,15 +246,17 @@ async fn purge_dead<B: AdminBackend>(
     State(state): Shared<B>,
     Path(queue): Path<String>,
 ) -> Result<Json<PurgeReport>, ApiError> {
-    let report = state.backend.purge_dead(&queue).await?;
-    tracing::info!(%queue, purged = report.purged, "dead letters purged");
-    Ok(Json(report))
+    loaded(&state, &queue)?;
+    let purged = state.backend.purge_dead(&queue).await?;
+    tracing::info!(%queue, purged, "dead letters purged");
+    Ok(Json(PurgeReport { purged }))
 }
 
 async fn replay_one<B: AdminBackend>(
     State(state): Shared<B>,
     Path((queue, job_id)): Path<(String, Uuid)>,
 ) -> Result<Json<ReplayReport>, ApiError> {
+    loaded(&state, &queue)?;
     if !state.backend.take_dead(&queue, job_id, true).await? {
         return Err(no_dead_letter(&queue, job_id));
     }
@@ -267,11 +271,29 @@ async fn purge_one<B: AdminBackend>(
     State(state): Shared<B>,
     Path((queue, job_id)): Path<(String, Uuid)>,
 ) -> Result<Json<PurgeReport>, ApiError> {
+    loaded(&state, &queue)?;
     if !state.backend.take_dead(&queue, job_id, false).await? {
         return Err(no_dead_letter(&queue, job_id));
     }
     tracing::info!(%queue, %job_id, "dead letter purged");
     Ok(Json(PurgeReport { purged: 1 }))
+}
+
+/// The `/dead` routes serve only the dead letters of queues a loaded plugin declares, so
+/// the API never reaches, with the host's broker credentials, a queue of the vhost that
+/// is not this host's.
+fn loaded<B>(state: &AdminState<B>, queue: &str) -> Result<(), ApiError> {
+    if state.plugins.current().queues().any(|q| q.name == queue) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "`{}` is not a queue of a loaded plugin, so this host serves no dead letters of \
+             it; `jobhost plugins` lists the queues",
+            bounded(queue, NAME_MAX)
+        ),
+    ))
 }
 
 fn no_dead_letter(queue: &str, job_id: Uuid) -> ApiError {

@@ -1,4 +1,5 @@
-//! Where jobs wait: the [`Backend`] seam and its two implementations.
+//! Where jobs wait: the [`Backend`] seam and its two implementations, and what an operator
+//! does with dead letters on either ([`DeadLetters`]).
 //!
 //! The seam is shaped after RabbitMQ's topology (see docs/architecture.md, "Wire format
 //! and topology"): a work queue `q`, its dead-letter queue `q.dead`, and one hold queue
@@ -13,6 +14,7 @@
 //! - retries, deferrals and dead letters are publish-then-ack, composed by the worker, so
 //!   a failed publish leaves the original to be redelivered.
 
+mod dead;
 mod hold;
 mod memory;
 mod rabbitmq;
@@ -26,11 +28,14 @@ use crate::envelope::Envelope;
 use crate::policy::{DelayTooLong, HoldDelay};
 use crate::trace::TraceContext;
 
+pub use dead::{
+    DeadLetterList, DeadLetterView, DeadLetters, EXCERPT_MAX, HEADER_VALUE_MAX, HEADERS_MAX,
+    LISTING_MAX_BYTES, Replayed,
+};
 pub use hold::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
 pub use memory::{DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery};
 pub use rabbitmq::{
-    RabbitMqBackend, RabbitMqConsumer, RabbitMqDeadLetter, RabbitMqDelivery, RabbitMqOptions,
-    ReconnectBackoff, Replayed,
+    RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqOptions, ReconnectBackoff,
 };
 
 /// A broker the worker consumes from and publishes to.

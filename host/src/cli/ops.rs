@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use jobhost::admin::api::{
-    BackoffView, BindingView, DeadLetterView, EnqueueRequest, GrantsView, PluginView, PolicyReport,
-    PolicyView, millis,
+    BackoffView, BindingView, DeadLetterList, EnqueueRequest, GrantsView, PluginView, PolicyReport,
+    PolicyView, PurgeReport, millis,
 };
-use jobhost::admin::{self, AdminBackend, AdminClient};
-use jobhost::broker::{RabbitMqBackend, RabbitMqOptions};
+use jobhost::admin::{self, AdminClient};
+use jobhost::broker::{DeadLetters, RabbitMqBackend, RabbitMqOptions};
 use jobhost::grants::Pin;
 use jobhost::policy::Granularity;
 use jobhost_sdk::QueueConfig;
@@ -322,7 +322,9 @@ pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
         }
         DeadAction::Purge { client, queue } => {
             let report = match client.broker.amqp() {
-                Some(url) => connect(&url, &client).await?.purge_dead(&queue).await?,
+                Some(url) => PurgeReport {
+                    purged: connect(&url, &client).await?.purge_dead(&queue).await?,
+                },
                 None => admin_client(&client)?.purge_dead_letters(&queue).await?,
             };
             if client.json {
@@ -334,12 +336,13 @@ pub(super) async fn dead(action: DeadAction) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_dead_letters(queue: &str, letters: &[DeadLetterView]) {
-    if letters.is_empty() {
+fn print_dead_letters(queue: &str, list: &DeadLetterList) {
+    if list.letters.is_empty() && list.left_out == 0 {
         println!("no dead letters in {queue}");
         return;
     }
-    let rows: Vec<Vec<String>> = letters
+    let rows: Vec<Vec<String>> = list
+        .letters
         .iter()
         .map(|letter| {
             let or_dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
@@ -355,6 +358,17 @@ fn print_dead_letters(queue: &str, letters: &[DeadLetterView]) {
         "{}",
         render(&["Job id", "Job type", "Attempts", "Reason"], &rows)
     );
+    if list.left_out > 0 {
+        let why = if list.capped {
+            "the listing's size cap"
+        } else {
+            "--limit"
+        };
+        println!(
+            "{} more of {} not listed ({why}); `--json` shows each letter's headers and the start of its body",
+            list.left_out, list.present
+        );
+    }
 }
 
 /// The running host's admin API, with its token when the token file is there.

@@ -139,6 +139,11 @@ impl Host {
         host
     }
 
+    /// The host's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The plugin directory's path.
     pub fn plugin_dir(&self) -> &Path {
         self.dir.path()

@@ -20,11 +20,18 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::dead::{
+    DeadLetterView, HEADER_ATTEMPTS, HEADER_DEATH_REASON, HEADER_ORIGINAL_QUEUE, Listing,
+    first_attempt,
+};
 use super::hold::{HoldQueue, check_queue_name};
-use super::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, QueueDepth};
+use super::{
+    Backend, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters, Delivery,
+    QueueDepth, Replayed,
+};
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
-use crate::trace::TraceContext;
+use crate::trace::{TRACEPARENT, TRACESTATE, TraceContext};
 use state::{Message, State};
 
 pub use state::{DeadLetter, HeldMessage};
@@ -126,16 +133,6 @@ impl MemoryBackend {
                 dead: count(q.dead.len()),
                 held: count(q.waiting),
             })
-    }
-
-    /// Remove and return the dead letter of `queue` whose envelope has `job_id`.
-    pub fn take_dead_letter(&self, queue: &str, job_id: Uuid) -> Option<DeadLetter> {
-        let mut state = self.lock();
-        let dead = &mut state.queue_mut(queue)?.dead;
-        let at = dead
-            .iter()
-            .position(|letter| letter.envelope().is_some_and(|e| e.job_id == job_id))?;
-        Some(dead.remove(at))
     }
 
     /// The hold queues of `queue` that exist now (not yet expired), with their TTLs.
@@ -245,6 +242,109 @@ impl Backend for MemoryBackend {
     fn inline_limit(&self) -> Option<Duration> {
         None
     }
+}
+
+/// The same contract as on RabbitMQ, one letter at a time: a replay or take takes each
+/// letter off the head of the dead letters and either removes it or puts it back at the
+/// tail; a listing moves the letters it reads behind the others.
+impl DeadLetters for MemoryBackend {
+    async fn list_dead(&self, queue: &str, limit: usize) -> Result<DeadLetterList, BrokerError> {
+        let mut state = self.lock();
+        let Some(q) = state.queue_mut(queue) else {
+            return Ok(Listing::new(0).finish());
+        };
+        let mut listing = Listing::new(u64::try_from(q.dead.len()).unwrap_or(u64::MAX));
+        let read = limit.min(q.dead.len());
+        for letter in &q.dead[..read] {
+            listing.add(|| DeadLetterView::new(&letter.body, letter_headers(queue, letter)));
+        }
+        // Where RabbitMQ's copies of the letters read go: behind the others.
+        q.dead.rotate_left(read);
+        Ok(listing.finish())
+    }
+
+    async fn replay_dead(&self, queue: &str) -> Result<Replayed, BrokerError> {
+        let mut outcome = Replayed::default();
+        for _ in 0..self.dead_count(queue) {
+            let Some(letter) = self.take_first_dead(queue) else {
+                break;
+            };
+            match letter.envelope() {
+                Some(envelope) => {
+                    self.publish(&first_attempt(queue, envelope), None).await?;
+                    outcome.replayed += 1;
+                }
+                None => {
+                    self.keep_dead(queue, letter);
+                    outcome.skipped += 1;
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn purge_dead(&self, queue: &str) -> Result<u32, BrokerError> {
+        let purged = self.take_dead_letters(queue).len();
+        Ok(u32::try_from(purged).unwrap_or(u32::MAX))
+    }
+
+    async fn take_dead(
+        &self,
+        queue: &str,
+        job_id: Uuid,
+        replay: bool,
+    ) -> Result<bool, BrokerError> {
+        for _ in 0..self.dead_count(queue) {
+            let Some(letter) = self.take_first_dead(queue) else {
+                break;
+            };
+            match letter.envelope() {
+                Some(envelope) if envelope.job_id == job_id => {
+                    if replay {
+                        self.publish(&first_attempt(queue, envelope), None).await?;
+                    }
+                    return Ok(true);
+                }
+                _ => self.keep_dead(queue, letter),
+            }
+        }
+        Ok(false)
+    }
+}
+
+impl MemoryBackend {
+    fn dead_count(&self, queue: &str) -> usize {
+        self.lock().queue(queue).map_or(0, |q| q.dead.len())
+    }
+
+    fn take_first_dead(&self, queue: &str) -> Option<DeadLetter> {
+        let mut state = self.lock();
+        let dead = &mut state.queue_mut(queue)?.dead;
+        (!dead.is_empty()).then(|| dead.remove(0))
+    }
+
+    /// Put `letter` back at the tail of `queue`'s dead letters, as a copy published there.
+    fn keep_dead(&self, queue: &str, letter: DeadLetter) {
+        if let Some(q) = self.lock().queue_mut(queue) {
+            q.dead.push(letter);
+        }
+    }
+}
+
+/// The headers a dead letter of `queue` carries on RabbitMQ.
+fn letter_headers(queue: &str, letter: &DeadLetter) -> Vec<(String, String)> {
+    let mut headers = vec![
+        (HEADER_DEATH_REASON.to_owned(), letter.reason.clone()),
+        (HEADER_ORIGINAL_QUEUE.to_owned(), queue.to_owned()),
+        (HEADER_ATTEMPTS.to_owned(), letter.attempts.to_string()),
+    ];
+    if let Some(trace) = &letter.trace {
+        headers.push((TRACEPARENT.to_owned(), trace.parent.to_string()));
+        if let Some(state) = &trace.state {
+            headers.push((TRACESTATE.to_owned(), state.as_str().to_owned()));
+        }
+    }
+    headers
 }
 
 /// A consumer of one in-memory work queue, holding at most `prefetch` unsettled deliveries.

@@ -4,6 +4,7 @@ use jobhost_sdk::QueueConfig;
 use serde_json::value::RawValue;
 
 use super::*;
+use crate::broker::{EXCERPT_MAX, LISTING_MAX_BYTES};
 use crate::policy::Granularity;
 
 fn queue(name: &str) -> QueueConfig {
@@ -227,4 +228,126 @@ async fn the_embedded_backend_keeps_nothing_but_what_its_queues_hold() {
         1,
         "expired hold queues are forgotten"
     );
+}
+
+async fn dead_letter(backend: &MemoryBackend, body: &[u8]) {
+    let letter = DeadLetterOut {
+        queue: "q",
+        body,
+        reason: "fatal error: no",
+        attempts: 1,
+        trace: None,
+    };
+    backend.dead_letter(letter).await.expect("dead letter");
+}
+
+fn large_job(size: usize) -> Envelope {
+    let payload = format!(r#"{{"blob":"{}"}}"#, "x".repeat(size));
+    Envelope::new("t", "q", RawValue::from_string(payload).expect("json"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_listing_shows_excerpts_under_its_byte_cap_and_leaves_the_letters_as_they_were() {
+    let backend = declared("q").await;
+    let jobs: Vec<Envelope> = (0..3).map(|_| large_job(2_000_000)).collect();
+    for job in &jobs {
+        dead_letter(&backend, &job.encode()).await;
+    }
+    let before = backend.dead_letters("q");
+    let listed = backend.list_dead("q", 100).await.expect("listed");
+    assert_eq!(
+        listed.letters.iter().map(|l| l.job_id).collect::<Vec<_>>(),
+        jobs.iter().map(|j| Some(j.job_id)).collect::<Vec<_>>()
+    );
+    let letter = &listed.letters[0];
+    assert!(letter.body_cut && letter.body.len() <= EXCERPT_MAX + crate::text::MARKER_MAX);
+    assert_eq!(letter.body_bytes, jobs[0].encode().len() as u64);
+    assert_eq!(letter.reason.as_deref(), Some("fatal error: no"));
+    assert_eq!(
+        letter.headers.get("x-original-queue").map(String::as_str),
+        Some("q"),
+        "the headers RabbitMQ would carry"
+    );
+    assert_eq!(backend.dead_letters("q"), before, "every letter, in order");
+
+    for _ in 0..1_000 {
+        dead_letter(&backend, &[b'a'; 4_000]).await;
+    }
+    let listed = backend.list_dead("q", 1_000).await.expect("listed");
+    let answer = serde_json::to_vec(&listed).expect("serializes").len();
+    assert!(answer <= LISTING_MAX_BYTES, "{answer} bytes");
+    assert!(listed.capped, "a thousand letters do not fit");
+    assert_eq!(listed.present, 1_003);
+    assert_eq!(listed.left_out, 1_003 - listed.letters.len() as u64);
+    assert_eq!(
+        listed.letters[0].job_id,
+        Some(jobs[0].job_id),
+        "oldest first"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_listing_of_more_than_its_limit_moves_the_letters_it_read_behind_the_others() {
+    let backend = declared("q").await;
+    let jobs: Vec<Envelope> = (0..5).map(|n| job("q", &n.to_string())).collect();
+    for job in &jobs {
+        dead_letter(&backend, &job.encode()).await;
+    }
+    let ids = |list: &DeadLetterList| list.letters.iter().map(|l| l.job_id).collect::<Vec<_>>();
+    let first = backend.list_dead("q", 3).await.expect("listed");
+    assert_eq!(ids(&first), [0, 1, 2].map(|n| Some(jobs[n].job_id)));
+    assert_eq!(first.left_out, 2);
+    let next = backend.list_dead("q", 3).await.expect("listed");
+    assert_eq!(
+        ids(&next),
+        [3, 4, 0].map(|n| Some(jobs[n].job_id)),
+        "as on RabbitMQ, the next listing shows the following letters"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replay_streams_envelopes_back_and_keeps_the_rest_in_order_and_a_take_finds_one_job() {
+    let backend = declared("q").await;
+    let (a, b) = (job("q", "a"), job("q", "b"));
+    dead_letter(&backend, b"first stray").await;
+    dead_letter(&backend, &a.encode()).await;
+    dead_letter(&backend, b"second stray").await;
+    dead_letter(&backend, &b.encode()).await;
+
+    assert!(
+        backend
+            .take_dead("q", b.job_id, false)
+            .await
+            .expect("taken")
+    );
+    assert!(
+        !backend
+            .take_dead("q", b.job_id, false)
+            .await
+            .expect("looked")
+    );
+    let replayed = backend.replay_dead("q").await.expect("replayed");
+    assert_eq!(
+        replayed,
+        Replayed {
+            replayed: 1,
+            skipped: 2
+        }
+    );
+    assert_eq!(
+        backend
+            .pending("q")
+            .iter()
+            .map(|e| (e.job_id, e.attempt))
+            .collect::<Vec<_>>(),
+        [(a.job_id, 1)]
+    );
+    let left: Vec<Vec<u8>> = backend
+        .dead_letters("q")
+        .into_iter()
+        .map(|l| l.body)
+        .collect();
+    assert_eq!(left, [b"first stray".to_vec(), b"second stray".to_vec()]);
+    assert_eq!(backend.purge_dead("q").await.expect("purged"), 2);
+    assert!(backend.dead_letters("q").is_empty());
 }

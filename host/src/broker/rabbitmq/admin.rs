@@ -1,105 +1,50 @@
-//! What an operator does with dead letters: look at them, drop them, or replay them.
-//! Inherent methods, not part of the [`Backend`](crate::broker::Backend) seam, because
-//! only the CLI needs them.
+//! [`DeadLetters`] on RabbitMQ. Every letter is read with `basic.get` on a channel of the
+//! operation's own and settled before the next is read: published where it goes (its work
+//! queue, or an exact copy at the tail of the dead-letter queue), confirmed, then acked.
+//! Nothing is ever requeued; the module doc of [`DeadLetters`] says what that guarantees.
 
 use std::sync::Arc;
 
-use lapin::Channel;
 use lapin::message::Delivery as AmqpDelivery;
-use lapin::options::{
-    BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions, QueuePurgeOptions,
-};
-use lapin::types::FieldTable;
+use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions, QueuePurgeOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel};
 use uuid::Uuid;
 
 use super::RabbitMqBackend;
-use super::codec::{
-    HEADER_ATTEMPTS, HEADER_DEATH_REASON, HEADER_ORIGINAL_QUEUE, job_properties, string_header,
-    trace_context, u32_header,
-};
+use super::codec::{job_properties, trace_context};
 use super::session::{Failure, Session};
+use crate::broker::dead::{DeadLetterView, Listing, first_attempt};
 use crate::broker::hold::check_queue_name;
-use crate::broker::{BrokerError, dead_letter_queue_name};
+use crate::broker::{BrokerError, DeadLetterList, DeadLetters, Replayed, dead_letter_queue_name};
 use crate::envelope::Envelope;
+use crate::text::{REASON_MAX, bounded_bytes};
 
-/// A message in a dead-letter queue, as [`RabbitMqBackend::dead_letters`] shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RabbitMqDeadLetter {
-    /// The body, byte for byte as it was dead-lettered.
-    pub body: Vec<u8>,
-    /// `x-death-reason`, when the message carries it.
-    pub reason: Option<String>,
-    /// `x-original-queue`, when the message carries it.
-    pub original_queue: Option<String>,
-    /// `x-attempts`, when the message carries it.
-    pub attempts: Option<u32>,
-}
-
-/// What [`RabbitMqBackend::replay_dead_letters`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Replayed {
-    /// Envelopes put back on the work queue as a first attempt.
-    pub replayed: u32,
-    /// Bodies that are not envelopes, left in the dead-letter queue.
-    pub skipped: u32,
-}
-
-impl RabbitMqBackend {
-    /// Up to `limit` dead letters of `queue`, oldest first, leaving them in place.
-    ///
-    /// They are taken unacked and handed back together, so the queue keeps its order.
-    pub async fn dead_letters(
-        &self,
-        queue: &str,
-        limit: usize,
-    ) -> Result<Vec<RabbitMqDeadLetter>, BrokerError> {
-        let dead = dead_letter_queue_name(queue);
-        let channel = self.admin_channel(queue).await?;
-        let mut letters = Vec::new();
-        let mut last_tag = None;
-        while letters.len() < limit {
-            let Some(message) = get(&channel, &dead).await? else {
-                break;
-            };
-            last_tag = Some(message.delivery_tag);
-            letters.push(RabbitMqDeadLetter {
-                reason: string_header(&message.properties, HEADER_DEATH_REASON),
-                original_queue: string_header(&message.properties, HEADER_ORIGINAL_QUEUE),
-                attempts: u32_header(&message.properties, HEADER_ATTEMPTS),
-                body: message.data,
-            });
-        }
-        if let Some(tag) = last_tag {
-            hand_back(&channel, tag).await?;
-        }
-        Ok(letters)
-    }
-
-    /// Drop every dead letter of `queue`; returns how many there were.
-    pub async fn purge_dead_letters(&self, queue: &str) -> Result<u32, BrokerError> {
-        let dead = dead_letter_queue_name(queue);
-        let channel = self.admin_channel(queue).await?;
-        channel
-            .queue_purge(dead.as_str().into(), QueuePurgeOptions::default())
-            .await
-            .map_err(|error| failed(Failure::classify(&dead, error)))
-    }
-
-    /// Move the dead letters of `queue` back onto it as first attempts with their job
-    /// ids and trace contexts (`traceparent`), each one confirmed on `queue` before it leaves the dead-letter queue.
-    /// Bodies that are not envelopes stay where they are.
-    ///
-    /// Only the letters present when the replay starts are considered. A connection
-    /// lost halfway fails the replay; what was moved stays moved, and a letter caught
-    /// between its publish and its ack may be replayed twice.
-    pub async fn replay_dead_letters(&self, queue: &str) -> Result<Replayed, BrokerError> {
+impl DeadLetters for RabbitMqBackend {
+    async fn list_dead(&self, queue: &str, limit: usize) -> Result<DeadLetterList, BrokerError> {
         let dead = dead_letter_queue_name(queue);
         let session = self.admin_session(queue).await?;
         let channel = session.channel().await.map_err(lost)?;
         let present = present(&channel, &dead).await?;
+        let mut listing = Listing::new(u64::from(present));
+        // Past the byte cap letters are still read up to the limit, so that a listing of
+        // a queue of at most `limit` letters moves each of them once and keeps its order.
+        for _ in 0..limit.min(usize::try_from(present).unwrap_or(usize::MAX)) {
+            let Some(message) = get(&channel, &dead).await? else {
+                break;
+            };
+            listing.add(|| DeadLetterView::new(&message.data, headers(&message.properties)));
+            keep(&session, &dead, message).await?;
+        }
+        Ok(listing.finish())
+    }
+
+    async fn replay_dead(&self, queue: &str) -> Result<Replayed, BrokerError> {
+        let dead = dead_letter_queue_name(queue);
+        let session = self.admin_session(queue).await?;
+        let channel = session.channel().await.map_err(lost)?;
         let mut outcome = Replayed::default();
-        let mut skipped = Vec::new();
-        for _ in 0..present {
+        for _ in 0..present(&channel, &dead).await? {
             let Some(message) = get(&channel, &dead).await? else {
                 break;
             };
@@ -110,33 +55,33 @@ impl RabbitMqBackend {
                         ..envelope
                     };
                     replay(&session, queue, envelope).await?;
-                    message
-                        .acker
-                        .ack(BasicAckOptions::default())
-                        .await
-                        .map_err(lost)?;
+                    ack(message).await?;
                     outcome.replayed += 1;
                 }
-                // Held unacked until the end, so the next get moves past it.
-                Err(_) => skipped.push(message),
+                Err(_) => {
+                    keep(&session, &dead, message).await?;
+                    outcome.skipped += 1;
+                }
             }
-        }
-        for message in skipped {
-            let back = BasicNackOptions {
-                requeue: true,
-                ..BasicNackOptions::default()
-            };
-            message.acker.nack(back).await.map_err(lost)?;
-            outcome.skipped += 1;
         }
         Ok(outcome)
     }
 
-    /// Take the dead letter of `queue` whose job id is `job_id` out of `{queue}.dead`:
-    /// replayed onto `queue` as a first attempt (confirmed before it leaves) when
-    /// `replay`, dropped otherwise. Returns whether it was there; the other letters stay
-    /// in their order.
-    pub async fn take_dead_letter(
+    async fn purge_dead(&self, queue: &str) -> Result<u32, BrokerError> {
+        let dead = dead_letter_queue_name(queue);
+        let channel = self
+            .admin_session(queue)
+            .await?
+            .channel()
+            .await
+            .map_err(lost)?;
+        channel
+            .queue_purge(dead.as_str().into(), QueuePurgeOptions::default())
+            .await
+            .map_err(|error| failed(Failure::classify(&dead, error)))
+    }
+
+    async fn take_dead(
         &self,
         queue: &str,
         job_id: Uuid,
@@ -145,49 +90,62 @@ impl RabbitMqBackend {
         let dead = dead_letter_queue_name(queue);
         let session = self.admin_session(queue).await?;
         let channel = session.channel().await.map_err(lost)?;
-        let present = present(&channel, &dead).await?;
-        let mut passed = None;
-        let mut found = false;
-        for _ in 0..present {
+        for _ in 0..present(&channel, &dead).await? {
             let Some(message) = get(&channel, &dead).await? else {
                 break;
             };
-            match Envelope::decode(&message.data) {
-                Ok(envelope) if envelope.job_id == job_id => {
-                    if replay_it {
-                        replay(&session, queue, envelope).await?;
-                    }
-                    let ack = BasicAckOptions::default();
-                    message.acker.ack(ack).await.map_err(lost)?;
-                    found = true;
-                    break;
+            let envelope = match Envelope::decode(&message.data) {
+                Ok(envelope) if envelope.job_id == job_id => envelope,
+                _ => {
+                    keep(&session, &dead, message).await?;
+                    continue;
                 }
-                // Held unacked until the end, so the next get moves past it.
-                _ => passed = Some(message.delivery_tag),
+            };
+            if replay_it {
+                let envelope = Envelope {
+                    trace: trace_context(&message.properties),
+                    ..envelope
+                };
+                replay(&session, queue, envelope).await?;
             }
+            ack(message).await?;
+            return Ok(true);
         }
-        if let Some(tag) = passed {
-            hand_back(&channel, tag).await?;
-        }
-        Ok(found)
+        Ok(false)
     }
+}
 
-    /// The current session, waiting out an outage like a publish does. Each helper
-    /// works on a channel of its own, so whatever it took unacked goes back to the
-    /// queue when the channel closes, whatever happens.
+impl RabbitMqBackend {
+    /// The current session, waiting out an outage like a publish does. Each operation
+    /// reads on a channel of its own, so a letter it took and has not settled goes back to
+    /// the queue when the channel closes, whatever happens.
     pub(super) async fn admin_session(&self, queue: &str) -> Result<Arc<Session>, BrokerError> {
         check_queue_name(queue)?;
         self.link.run(|session| async move { Ok(session) }).await
     }
+}
 
-    /// A channel of its own on the current session, for a helper that only reads or purges.
-    async fn admin_channel(&self, queue: &str) -> Result<Channel, BrokerError> {
-        self.admin_session(queue)
-            .await?
-            .channel()
-            .await
-            .map_err(lost)
-    }
+/// Settle `message`, read off `dead`, by keeping it there: an exact copy (body,
+/// properties, headers) is published to the tail and confirmed, then the original acked.
+async fn keep(
+    session: &Arc<Session>,
+    dead: &str,
+    message: AmqpDelivery,
+) -> Result<(), BrokerError> {
+    session
+        .publish(dead, &message.data, message.properties.clone())
+        .await
+        .map_err(failed)?;
+    ack(message).await
+}
+
+async fn ack(message: AmqpDelivery) -> Result<(), BrokerError> {
+    message
+        .acker
+        .ack(BasicAckOptions::default())
+        .await
+        .map_err(lost)?;
+    Ok(())
 }
 
 async fn replay(
@@ -195,25 +153,47 @@ async fn replay(
     queue: &str,
     envelope: Envelope,
 ) -> Result<(), BrokerError> {
-    let envelope = Envelope {
-        queue: queue.to_owned(),
-        attempt: 1,
-        priority: 0,
-        ..envelope
-    };
+    let envelope = first_attempt(queue, envelope);
     session
         .publish(queue, &envelope.encode(), job_properties(&envelope))
         .await
         .map_err(failed)
 }
 
-/// Hand back every message taken on `channel` up to `tag`, in their order.
-async fn hand_back(channel: &Channel, tag: u64) -> Result<(), BrokerError> {
-    let all_back = BasicNackOptions {
-        multiple: true,
-        requeue: true,
+/// The headers of a message by name, each value as text; a string is decoded only as far
+/// as a listing shows it, and a table, array or byte array is shown by its size.
+fn headers(properties: &BasicProperties) -> Vec<(String, String)> {
+    let Some(table) = properties.headers().as_ref() else {
+        return Vec::new();
     };
-    channel.basic_nack(tag, all_back).await.map_err(lost)
+    table
+        .inner()
+        .iter()
+        .map(|(name, value)| (name.to_string(), text(value)))
+        .collect()
+}
+
+fn text(value: &AMQPValue) -> String {
+    match value {
+        AMQPValue::LongString(value) => bounded_bytes(value.as_bytes(), REASON_MAX),
+        AMQPValue::ShortString(value) => value.to_string(),
+        AMQPValue::Boolean(value) => value.to_string(),
+        AMQPValue::ShortShortInt(value) => value.to_string(),
+        AMQPValue::ShortShortUInt(value) => value.to_string(),
+        AMQPValue::ShortInt(value) => value.to_string(),
+        AMQPValue::ShortUInt(value) => value.to_string(),
+        AMQPValue::LongInt(value) => value.to_string(),
+        AMQPValue::LongUInt(value) => value.to_string(),
+        AMQPValue::LongLongInt(value) => value.to_string(),
+        AMQPValue::Float(value) => value.to_string(),
+        AMQPValue::Double(value) => value.to_string(),
+        AMQPValue::Timestamp(value) => value.to_string(),
+        AMQPValue::DecimalValue(value) => format!("{value:?}"),
+        AMQPValue::FieldTable(table) => format!("(a table of {} entries)", table.inner().len()),
+        AMQPValue::FieldArray(array) => format!("(an array of {} values)", array.as_slice().len()),
+        AMQPValue::ByteArray(bytes) => format!("({} bytes)", bytes.len()),
+        AMQPValue::Void => String::new(),
+    }
 }
 
 /// How many messages `queue` holds now.

@@ -19,9 +19,7 @@ use crate::trace::{TRACEPARENT, TRACESTATE, TraceContext};
 
 pub(super) const HEADER_ATTEMPT: &str = "x-attempt";
 pub(super) const HEADER_DEFERRALS: &str = "x-deferrals";
-pub(super) const HEADER_DEATH_REASON: &str = "x-death-reason";
-pub(super) const HEADER_ORIGINAL_QUEUE: &str = "x-original-queue";
-pub(super) const HEADER_ATTEMPTS: &str = "x-attempts";
+pub(super) use crate::broker::dead::{HEADER_ATTEMPTS, HEADER_DEATH_REASON, HEADER_ORIGINAL_QUEUE};
 
 const CONTENT_TYPE_JSON: &str = "application/json";
 const PERSISTENT: u8 = 2;
@@ -218,7 +216,8 @@ pub(super) fn trace_context(properties: &BasicProperties) -> Option<TraceContext
 }
 
 /// A string header of a received message.
-pub(super) fn string_header(properties: &BasicProperties, key: &str) -> Option<String> {
+#[cfg(test)]
+fn string_header(properties: &BasicProperties, key: &str) -> Option<String> {
     match properties.headers().as_ref()?.inner().get(key)? {
         AMQPValue::LongString(value) => {
             Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
@@ -229,7 +228,8 @@ pub(super) fn string_header(properties: &BasicProperties, key: &str) -> Option<S
 }
 
 /// An integer header of a received message, whatever integer type the sender chose.
-pub(super) fn u32_header(properties: &BasicProperties, key: &str) -> Option<u32> {
+#[cfg(test)]
+fn u32_header(properties: &BasicProperties, key: &str) -> Option<u32> {
     let value = match properties.headers().as_ref()?.inner().get(key)? {
         AMQPValue::ShortShortUInt(v) => i64::from(*v),
         AMQPValue::ShortShortInt(v) => i64::from(*v),

@@ -60,7 +60,6 @@ use std::time::{Duration, SystemTime};
 use jobhost_sdk::QueueConfig;
 use tokio::task::JoinHandle;
 
-pub use admin::{RabbitMqDeadLetter, Replayed};
 pub use consumer::{RabbitMqConsumer, RabbitMqDelivery};
 use link::Link;
 use nodes::Nodes;
