@@ -360,7 +360,7 @@ function renderDeadTabs(overview) {
 
 async function loadDead() {
   const queue = state.deadQueue;
-  if (!queue) return renderDead([]);
+  if (!queue) return renderDead({ letters: [], left_out: 0 });
   try {
     const answer = await fetch(`/dead/${encodeURIComponent(queue)}?limit=100`, { credentials: "same-origin" });
     const body = await answer.json();
@@ -372,11 +372,12 @@ async function loadDead() {
   }
 }
 
-function renderDead(letters) {
+// The API answers excerpts: each letter's headers and the start of its body, never a
+// whole payload, in an answer capped in bytes that says how many letters it left out.
+function renderDead(list) {
   const queue = state.deadQueue;
-  const rows = letters.map((d) => {
+  const rows = list.letters.map((d) => {
     const id = d.job_id;
-    const payload = d.payload !== null && d.payload !== undefined ? d.payload : d.body;
     const actions = el("td", { class: "actions" },
       el("button", {
         class: "btn", type: "button", "data-action": "replay", disabled: !state.canChange || !id,
@@ -393,10 +394,13 @@ function renderDead(letters) {
       el("td", {}, el("span", { class: "name" }, d.job_type || "(not an envelope)")),
       el("td", { class: "reason" }, d.reason || "–"),
       el("td", { class: "num" }, d.attempts === null || d.attempts === undefined ? "–" : String(d.attempts)),
-      el("td", {}, el("span", { class: "mono clip", title: preview(payload, 2000) }, preview(payload, 120))),
+      el("td", {}, el("span", { class: "mono clip", title: d.body }, preview(d.body, 120))),
       actions);
   });
   replaceRows(document.querySelector("#dead tbody"), rows);
+  const more = document.getElementById("dead-more");
+  more.textContent = list.left_out ? `${count(list.left_out)} more not shown: a listing shows the first letters, each cut to its start.` : "";
+  more.classList.toggle("hidden", !list.left_out);
   document.getElementById("dead-empty").classList.toggle("hidden", rows.length > 0);
   document.getElementById("dead").classList.toggle("hidden", rows.length === 0);
   document.getElementById("replay-all").disabled = !state.canChange || rows.length === 0;
