@@ -1,12 +1,13 @@
 //! Example plugin: `api.CallApi` on queue `examples.api` calls an HTTP API that rate-limits
 //! its callers, and defers for exactly as long as the API's `Retry-After` asks.
 //!
-//! The API's base URL is the config value `api_base` (`[plugins.rate-limited-api.config]`
-//! in `jobhost.toml`), whose origin the operator grants in `allowed_outbound_hosts`; the
-//! job names the path. `Response::job_result` decides: a 2xx completes the job, a 429 or
-//! 503 with `Retry-After` defers it without spending an attempt (the deferred job comes
-//! back at the front of its queue), a 503 without one or another 5xx is retried by the
-//! queue's policy, another 4xx is dead-lettered.
+//! The API's base URL is the config value `api_base` (`[plugins.rate_limited_api.config]`
+//! in `jobhost.toml`, the section of its file `rate_limited_api.wasm`), whose origin the
+//! operator grants in `allowed_outbound_hosts`; the job names the path.
+//! `Response::job_result` decides: a 2xx completes the job, a 429 or 503 with
+//! `Retry-After` defers it without spending an attempt (the deferred job comes back at the
+//! front of its queue), a 503 without one or another 5xx is retried by the queue's policy,
+//! another 4xx is dead-lettered.
 
 use jobhost_sdk::http;
 use jobhost_sdk::prelude::*;
