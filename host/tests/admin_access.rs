@@ -128,6 +128,8 @@ async fn a_cross_site_browser_request_is_forbidden_403() {
         "Origin: http://evil.example",
         "Origin: null",
         "Sec-Fetch-Site: cross-site",
+        // Another port of this machine: the same site, so its pages get SameSite cookies.
+        "Sec-Fetch-Site: same-site",
         // Port 80's origin: another server of this machine, not the API on its own port.
         "Origin: http://127.0.0.1",
         "Origin: http://localhost",
@@ -138,6 +140,12 @@ async fn a_cross_site_browser_request_is_forbidden_403() {
     }
     let own = format!("Origin: http://{}", api.addr);
     assert_eq!(status(&api, "GET /healthz", &[&host, &own]).await, 200);
+    let from_a_link = "Sec-Fetch-Site: cross-site";
+    assert_eq!(
+        status(&api, "GET /", &[&host, from_a_link]).await,
+        200,
+        "the page opens from a link anywhere, `jobhost dashboard --open`'s file included"
+    );
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! The dashboard in headless Chromium against `jobhost run` on RabbitMQ, signed in through
-//! the link `jobhost dashboard` prints: a scenario of
+//! `jobhost dashboard --open` (its redirect file, handed to the browser by a stand-in
+//! `xdg-open`): a scenario of
 //! jobs that succeed, retry and dead-letter by two causes shows its queues, plugin
 //! versions and dead letters; replaying one dead letter from the page puts it back on its
 //! queue, where it completes; and swapping a plugin file shows the reload in the plugin's
@@ -13,6 +14,7 @@ mod browser_support;
 mod cli_support;
 mod support;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -93,7 +95,38 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
             l.contains("consuming") && l.contains(&consuming)
         });
     }
-    let login = stdout_of(&host.cli(&["dashboard"])).trim().to_owned();
+    let opener = tempfile::tempdir().expect("a directory for xdg-open");
+    let opened = opener.path().join("opened");
+    let script = opener.path().join("xdg-open");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", opened.display()),
+    )
+    .expect("writes the stand-in");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        opener.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = jobhost()
+        .env("PATH", path)
+        .args(["dashboard", "--open", "--admin", &host.admin])
+        .output()
+        .expect("jobhost dashboard runs");
+    let link = stdout_of(&output);
+    let page = std::fs::read_to_string(&opened).expect("xdg-open was given a file");
+    assert!(
+        !page.contains("login="),
+        "the link is not on xdg-open's command line: {page}"
+    );
+    assert!(
+        std::fs::read_to_string(&page)
+            .expect("the redirect file")
+            .contains(link.trim()),
+        "the redirect file leads to the link"
+    );
+    let login = format!("file://{page}");
 
     // The scenario: two sent, one sent after retries, one fatal, one out of attempts.
     for to in [

@@ -7,10 +7,14 @@
 //!    else is `421 Misdirected Request`. Because a DNS-rebinding page reaches the API under
 //!    its own host name, this keeps browsers out even of the open routes.
 //! 2. **`Origin`**, when a browser sends one, is `http://` and an allowed host with the
-//!    API's port, and `Sec-Fetch-Site` is not `cross-site`; anything else is
-//!    `403 Forbidden`, so a page of another site cannot make a browser call the API. An
-//!    origin without a port is port 80's, another server of this machine, so it is refused
-//!    unless the API itself is on port 80.
+//!    API's port, and `Sec-Fetch-Site` is neither `cross-site` nor `same-site`; anything
+//!    else is `403 Forbidden`, so a page of another site cannot make a browser call the
+//!    API. Another port of this machine is another origin but the same site, which
+//!    browsers send a `SameSite` cookie to, hence `same-site` too. An origin without a port
+//!    is port 80's, another server of this machine, so it is refused unless the API itself
+//!    is on port 80. The one exception is a browser opening the page itself (`GET /`
+//!    without an `Origin`) from a link on another site, such as `jobhost dashboard
+//!    --open`'s redirect file: the page shows nothing without a session.
 //! 3. **The caller** is the holder of the token (`Authorization: Bearer TOKEN`, the token
 //!    the host wrote at start into a `0600` file only this user reads) or a dashboard
 //!    session (its cookie). The routes that reveal payloads, failure reasons or grants
@@ -46,7 +50,8 @@ use sha2::{Digest, Sha256};
 use super::server::ApiError;
 use super::session::{SESSION_LIFETIME, SessionId, Sessions, random_secret};
 
-/// Browsers send it with every request; `cross-site` means another site's page.
+/// Browsers send it with every request; `cross-site` means another site's page, and
+/// `same-site` another origin of the same site, such as another port of this machine.
 const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 /// The host names that always mean this machine.
 const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
@@ -183,8 +188,14 @@ impl AdminAccess {
         (explicit || self.port == 80) && self.allows(authority)
     }
 
-    /// Checks 1 to 4 of the module's contract; the caller, if any, for the routes.
-    fn check(&self, method: &Method, headers: &HeaderMap) -> Result<Option<Caller>, ApiError> {
+    /// Checks 1 to 4 of the module's contract for a request of `method` on `path`; the
+    /// caller, if any, for the routes.
+    fn check(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> Result<Option<Caller>, ApiError> {
         let host = headers.get(HOST).and_then(|v| v.to_str().ok());
         if !host.is_some_and(|host| self.allows(host)) {
             return Err(ApiError::new(
@@ -195,13 +206,19 @@ impl AdminAccess {
                 ),
             ));
         }
-        let cross_site = headers
-            .get(SEC_FETCH_SITE)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"));
+        let cross_site = headers.get(SEC_FETCH_SITE).is_some_and(|v| {
+            v.as_bytes().eq_ignore_ascii_case(b"cross-site")
+                || v.as_bytes().eq_ignore_ascii_case(b"same-site")
+        });
         let foreign_origin = headers
             .get(ORIGIN)
             .is_some_and(|origin| !self.is_own_origin(origin.to_str().unwrap_or("")));
-        if cross_site || foreign_origin {
+        // A browser opening the page from a link anywhere, the redirect file of `jobhost
+        // dashboard --open` included (a `file://` page is another site): the page shows
+        // nothing without a session, and a login link opens one only for whoever its
+        // minter gave it to.
+        let opens_page = *method == Method::GET && path == "/" && !headers.contains_key(ORIGIN);
+        if (cross_site && !opens_page) || foreign_origin {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "the admin API refuses requests from web pages of other sites".to_owned(),
@@ -264,7 +281,7 @@ pub(super) async fn guard(
     mut request: Request,
     next: Next,
 ) -> Response {
-    match access.check(request.method(), request.headers()) {
+    match access.check(request.method(), request.uri().path(), request.headers()) {
         Ok(caller) => {
             if let Some(caller) = caller {
                 request.extensions_mut().insert(caller);
@@ -407,25 +424,28 @@ mod tests {
             format!("theme=dark; {cookie}").parse().expect("a header"),
         );
         assert!(matches!(
-            access.check(&get, &headers),
+            access.check(&get, "/dead/q", &headers),
             Ok(Some(Caller::Session(_)))
         ));
         assert!(
-            access.check(&post, &headers).is_err(),
+            access.check(&post, "/dead/q", &headers).is_err(),
             "no origin: not from the page"
         );
         headers.insert(ORIGIN, "http://127.0.0.1:7878".parse().expect("a header"));
         assert!(matches!(
-            access.check(&post, &headers),
+            access.check(&post, "/dead/q", &headers),
             Ok(Some(Caller::Session(_)))
         ));
         headers.insert(
             COOKIE,
             "jobhost_session_7878=forged".parse().expect("a header"),
         );
-        assert!(access.check(&post, &headers).is_err(), "a forged cookie");
         assert!(
-            matches!(access.check(&get, &headers), Ok(None)),
+            access.check(&post, "/dead/q", &headers).is_err(),
+            "a forged cookie"
+        );
+        assert!(
+            matches!(access.check(&get, "/dead/q", &headers), Ok(None)),
             "reads as nobody"
         );
     }

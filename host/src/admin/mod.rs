@@ -1,4 +1,4 @@
-//! The local admin API: what `jobhost plugins|policy|enqueue|dead` ask a running host.
+//! The local admin API: what `jobhost plugins|policy|enqueue|dead|dashboard` ask a running host.
 //!
 //! The host serves it on loopback (`127.0.0.1:7878` by default). It answers only to
 //! requests addressed to it by a loopback name or its own address, refuses web pages of
