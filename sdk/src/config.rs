@@ -1,8 +1,9 @@
 //! Configuration values and secrets the operator gives this plugin, read with
 //! [`get`] or [`require`].
 //!
-//! The operator writes them in the host's config file, `jobhost.toml`, under the plugin's
-//! name (its crate name): plain values in `[plugins.NAME.config]`, secrets in
+//! The operator writes them in the host's config file, `jobhost.toml`, under the name of
+//! the plugin's file (`plugins/NAME.wasm`; `jobhost build` names it after the crate, with
+//! underscores): plain values in `[plugins.NAME.config]`, secrets in
 //! `[plugins.NAME.secrets]`, read by the host from an environment variable or a file so
 //! they never sit in the config file itself. A plugin sees both in one key space, through
 //! `wasi:config/store`: a key neither table has is `None`. Values are reloaded with the
@@ -73,7 +74,7 @@ pub fn require(key: &str) -> Result<String, JobError> {
     get(key)?.ok_or_else(|| {
         JobError::fatal(format!(
             "the plugin needs the configuration value `{key}`: set it in `jobhost.toml` under \
-             `[plugins.<plugin name>.config]` (or `.secrets`)"
+             `[plugins.<plugin file name>.config]` (or `.secrets`)"
         ))
     })
 }
@@ -123,7 +124,7 @@ mod tests {
             require("endpoint"),
             Err(JobError::fatal(
                 "the plugin needs the configuration value `endpoint`: set it in `jobhost.toml` \
-                 under `[plugins.<plugin name>.config]` (or `.secrets`)"
+                 under `[plugins.<plugin file name>.config]` (or `.secrets`)"
             ))
         );
     }
