@@ -14,7 +14,9 @@
 //!   the loader (plugin loads) and the engine (pool use) count into as well.
 //! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
 //!   refused file stops the start) and then watched with the plugins; the admin API shows
-//!   the grants in force.
+//!   the grants in force. Its secrets may not name [`HostConfig::host_secrets`].
+//! - Every file is read off the async runtime and as untrusted ([`crate::files`]): a FIFO
+//!   or a file over its cap is refused at once, and shutdown never waits for a read.
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
 //!   period); `run` returns once all of them are done.
 
@@ -28,7 +30,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::admin::{self, AdminAccess, AdminBackend, AdminState};
-use crate::grants::{Grants, GrantsError};
+use crate::files::{self, Rules};
+use crate::grants::{Grants, GrantsError, HostSecrets};
 use crate::plugin::{Engine, EngineConfig, EngineError};
 use crate::reload::{self, Loader};
 use crate::worker::{Plugins, Worker, WorkerConfig};
@@ -36,15 +39,20 @@ use crate::worker::{Plugins, Worker, WorkerConfig};
 /// The file of the plugin directory that `--demo` enqueues.
 pub const DEMO_JOBS: &str = "demo-jobs.jsonl";
 
+/// What [`DEMO_JOBS`] must be: a handful of example jobs.
+const DEMO_JOBS_FILE: Rules = Rules::capped(1024 * 1024, "a demo jobs file may hold");
+
 /// How a host runs.
 #[derive(Debug, Clone)]
 pub struct HostConfig {
     /// The directory of `*.wasm` plugins, loaded and then watched.
     pub plugin_dir: PathBuf,
     /// The grants file (see [`crate::grants`]), read before the plugins load and then
-    /// watched; the CLI's default is `jobhost.toml` in the plugin directory. A missing file
-    /// grants nothing.
+    /// watched; the CLI's default is `jobhost.toml` in the user's configuration directory,
+    /// outside the plugin directory. A missing file grants nothing.
     pub grants_file: PathBuf,
+    /// The host's own credentials, which no secret of the grants file may name.
+    pub host_secrets: HostSecrets,
     /// The worker's settings.
     pub worker: WorkerConfig,
     /// The engine's settings, its compiled-plugin cache included.
@@ -91,7 +99,17 @@ pub async fn run<B: AdminBackend>(
         path: config.plugin_dir.clone(),
         cause,
     })?;
-    let grants = Grants::load(&config.grants_file)?;
+    let reading = {
+        let (file, host_secrets) = (config.grants_file.clone(), config.host_secrets.clone());
+        tokio::task::spawn_blocking(move || Grants::load(&file, &host_secrets))
+    };
+    let grants = tokio::select! {
+        () = shutdown.cancelled() => return Ok(()),
+        read = reading => read.map_err(|err| GrantsError::Read {
+            file: config.grants_file.clone(),
+            cause: std::io::Error::other(err),
+        })??,
+    };
     let granted = grants.plugins().count();
     match std::fs::exists(&config.grants_file) {
         Ok(true) => info!(file = %config.grants_file.display(), plugins = granted, "grants loaded"),
@@ -107,7 +125,7 @@ pub async fn run<B: AdminBackend>(
     let declaring = backend.clone();
     let loader = Loader::new(engine.clone(), plugins.clone())
         .counting(metrics.clone())
-        .granting(config.grants_file.clone())
+        .granting(config.grants_file.clone(), config.host_secrets.clone())
         .declaring(Arc::new(move |queue| {
             let backend = declaring.clone();
             Box::pin(async move { backend.declare(&queue).await })
@@ -173,7 +191,10 @@ struct DemoJob {
 
 /// Enqueue every job of `file` whose job type a loaded plugin serves.
 async fn enqueue_demo<B: AdminBackend>(file: &Path, state: &AdminState<B>) {
-    let text = match tokio::fs::read_to_string(file).await {
+    let text = match files::read_async(file, DEMO_JOBS_FILE)
+        .await
+        .and_then(files::utf8)
+    {
         Ok(text) => text,
         Err(err) => {
             error!(file = %file.display(), error = %err, "cannot read the demo jobs");

@@ -6,6 +6,7 @@
 //! - [`admin`]: the local admin HTTP API (server and client) that the CLI talks to.
 //! - [`grants`]: what the operator grants each plugin in `jobhost.toml`: outbound origins,
 //!   limits, config values and secrets.
+//! - [`files`]: reading a file the host does not control: regular, capped, never blocking.
 //! - [`envelope`]: the JSON envelope every job travels in, shared with the `queuey` crate.
 //! - [`broker`]: the [`broker::Backend`] seam, RabbitMQ and the embedded memory backend.
 //! - [`job`]: the job vocabulary: manifests, invocations and their outcomes.
@@ -35,6 +36,7 @@ pub mod admin;
 pub mod app;
 pub mod broker;
 pub mod envelope;
+pub mod files;
 pub mod grants;
 pub mod job;
 pub mod metrics;

@@ -1,16 +1,24 @@
-//! The grants file as an operator uses it: `jobhost run` reads `jobhost.toml` (or
-//! `--config FILE`), `jobhost plugins` shows each plugin's grants without a secret's value,
-//! an edit applies to the next jobs, a broken file is refused with its line while the
-//! previous grants keep serving, and no log line shows a secret.
+//! The grants file as an operator uses it: `jobhost run` reads the user's
+//! `~/.config/jobhost/jobhost.toml` (or `--config FILE`), never the plugin directory's,
+//! `jobhost plugins` shows each plugin's grants without a secret's value, an edit applies
+//! to the next jobs, a broken file is refused with its line while the previous grants keep
+//! serving, and no log line shows a secret. The file must be the operator's own regular
+//! file (a FIFO blocks neither the start nor SIGTERM), and no secret may name the host's
+//! own credentials.
 
 mod cli_support;
 #[allow(dead_code, unreachable_pub)]
 #[path = "outbound_support/pki.rs"]
 mod pki;
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use cli_support::{Host, PROCESSING, STARTUP, jobhost, json_of, stdout_of};
+use cli_support::{
+    Host, PROCESSING, STARTUP, jobhost, json_of, mkfifo, stdout_of, wait_exit, write_grants,
+};
 use serde_json::json;
 use tempfile::TempDir;
 
@@ -33,7 +41,7 @@ fn plugin_dir() -> TempDir {
 /// half-written file.
 fn replace_file(path: &Path, text: &str) {
     let staged = path.with_extension("staged");
-    std::fs::write(&staged, text).expect("the staged file is written");
+    write_grants(&staged, text);
     std::fs::rename(&staged, path).expect("the file is renamed into place");
 }
 
@@ -54,8 +62,9 @@ fn secrets_reach_the_guest_and_appear_in_no_log_line_and_no_admin_output() {
     std::fs::write(dir.path().join("secrets/probe.key"), FILE_SECRET).expect("the secret file");
     let ca_pem = pki::Pki::new().ca_pem;
     std::fs::write(dir.path().join("secrets/ca.pem"), &ca_pem).expect("the CA file");
-    std::fs::write(
-        dir.path().join("jobhost.toml"),
+    let grants_file = dir.path().join("jobhost.toml");
+    write_grants(
+        &grants_file,
         r#"[outbound]
 ca_certificates = "secrets/ca.pem"
 [plugins.http-probe]
@@ -67,15 +76,16 @@ endpoint = "https://hooks.example.com/hook"
 signing_key = { file = "secrets/probe.key" }
 token = { env = "PROBE_TOKEN" }
 "#,
-    )
-    .expect("the grants file");
+    );
     let mut command = jobhost();
     command
         .env("PROBE_TOKEN", ENV_SECRET)
         .env("RUST_LOG", "debug,wasmtime=warn,cranelift=warn")
         .arg("run")
         .arg("--plugins")
-        .arg(dir.path());
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&grants_file);
     let host = Host::spawn(command, dir, STARTUP);
 
     let ok = check_config(
@@ -157,7 +167,7 @@ fn an_edited_grants_file_applies_to_the_next_jobs_and_a_broken_one_keeps_the_pre
     let file = config_dir.path().join("grants.toml");
     let grants =
         |greeting: &str| format!("[plugins.http-probe.config]\ngreeting = \"{greeting}\"\n");
-    std::fs::write(&file, grants("one")).expect("the grants file");
+    write_grants(&file, &grants("one"));
     let mut command = jobhost();
     command
         .arg("run")
@@ -199,20 +209,9 @@ fn an_edited_grants_file_applies_to_the_next_jobs_and_a_broken_one_keeps_the_pre
 #[test]
 fn a_broken_grants_file_at_start_is_refused_naming_its_line() {
     let dir = plugin_dir();
-    std::fs::write(
-        dir.path().join("jobhost.toml"),
-        "[plugins.http-probe]\nmax_requests = 3\n",
-    )
-    .expect("the grants file");
-    let output = jobhost()
-        .arg("run")
-        .arg("--plugins")
-        .arg(dir.path())
-        .args(["--admin", "127.0.0.1:0"])
-        .output()
-        .expect("jobhost runs");
-    assert!(!output.status.success(), "the host does not start");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let file = dir.path().join("jobhost.toml");
+    write_grants(&file, "[plugins.http-probe]\nmax_requests = 3\n");
+    let stderr = refused_start(run_with(&dir, &file));
     assert!(
         stderr.contains("jobhost.toml` line 2: unknown field `max_requests`"),
         "{stderr}"
@@ -226,20 +225,95 @@ fn deployed_as(file: &str, text: &str) -> (TempDir, TempDir) {
     std::fs::copy(jobhost_fixtures::wasm("http-probe"), dir.path().join(file))
         .expect("the fixture copies into the plugin directory");
     let config_dir = tempfile::tempdir().expect("a config directory elsewhere");
-    std::fs::write(config_dir.path().join("grants.toml"), text).expect("the grants file");
+    write_grants(&config_dir.path().join("grants.toml"), text);
     (dir, config_dir)
 }
 
 /// `jobhost run` on `dir`, its grants in `config_dir`'s `grants.toml`.
 fn run_granted(dir: TempDir, config_dir: &TempDir) -> Host {
+    let command = run_with(&dir, &config_dir.path().join("grants.toml"));
+    Host::spawn(command, dir, STARTUP)
+}
+
+/// `jobhost run` of `dir` with the grants file `file`.
+fn run_with(dir: &TempDir, file: &Path) -> Command {
     let mut command = jobhost();
     command
         .arg("run")
         .arg("--plugins")
         .arg(dir.path())
         .arg("--config")
-        .arg(config_dir.path().join("grants.toml"));
-    Host::spawn(command, dir, STARTUP)
+        .arg(file);
+    command
+}
+
+/// Run `command` (a host on a free port) expecting it to refuse to start within a bounded
+/// wait; its stderr.
+fn refused_start(mut command: Command) -> String {
+    let mut child = command
+        .args(["--admin", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("jobhost starts");
+    let status = wait_exit(&mut child, STARTUP);
+    let _ = child.kill();
+    let output = child.wait_with_output().expect("the host's output");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let status = status.unwrap_or_else(|| panic!("the host is still starting; stderr:\n{stderr}"));
+    assert!(
+        !status.success(),
+        "the host does not start; stderr:\n{stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn without_config_the_grants_file_is_the_users_own_and_never_the_plugin_directorys() {
+    let dir = plugin_dir();
+    let greeting =
+        |greeting: &str| format!("[plugins.http-probe.config]\ngreeting = \"{greeting}\"\n");
+    write_grants(
+        &dir.path().join("jobhost.toml"),
+        &greeting("from the plugin directory"),
+    );
+    let config_home = tempfile::tempdir().expect("a configuration home");
+    let xdg_file = config_home.path().join("jobhost/jobhost.toml");
+    std::fs::create_dir(config_home.path().join("jobhost")).expect("its jobhost directory");
+    write_grants(&xdg_file, &greeting("from the user's config"));
+    let mut command = jobhost();
+    command
+        .env("XDG_CONFIG_HOME", config_home.path())
+        .arg("run")
+        .arg("--plugins")
+        .arg(dir.path());
+    let host = Host::spawn(command, dir, STARTUP);
+    let loaded = host.wait_for_line(STARTUP, |l| l.contains("grants loaded"));
+    assert!(
+        loaded.contains(&xdg_file.display().to_string()),
+        "the default is $XDG_CONFIG_HOME/jobhost/jobhost.toml: {loaded}"
+    );
+    let done = check_config(&host, json!({"greeting": "from the user's config"}));
+    assert!(done.contains("job completed"), "{done}");
+
+    // Without XDG_CONFIG_HOME, the file is under $HOME/.config; a broken one shows where.
+    let home = tempfile::tempdir().expect("a home");
+    std::fs::create_dir_all(home.path().join(".config/jobhost")).expect("its config directory");
+    let home_file = home.path().join(".config/jobhost/jobhost.toml");
+    write_grants(&home_file, "[plugins.http-probe]\nmax_requests = 3\n");
+    let dir = plugin_dir();
+    let mut command = jobhost();
+    command
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", home.path())
+        .arg("run")
+        .arg("--plugins")
+        .arg(dir.path());
+    let stderr = refused_start(command);
+    assert!(
+        stderr.contains(&format!("`{}` line 2", home_file.display())),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -351,4 +425,146 @@ fn a_pinned_section_grants_only_the_binary_it_pins() {
     );
     let binding = &json_of(&host.cli(&["plugins", "--json"]))[0]["binding"];
     assert_eq!(binding["pin"], "matches");
+}
+
+#[test]
+fn a_fifo_as_the_grants_file_holds_up_neither_the_start_nor_sigterm() {
+    let dir = plugin_dir();
+    let config_dir = tempfile::tempdir().expect("a config directory");
+    let fifo = config_dir.path().join("fifo.toml");
+    mkfifo(&fifo);
+    let started = Instant::now();
+    let stderr = refused_start(run_with(&dir, &fifo));
+    assert!(
+        stderr.contains(&format!(
+            "cannot read `{}`: it is a FIFO, not a regular file; the host reads only regular files",
+            fifo.display()
+        )),
+        "{stderr}"
+    );
+    eprintln!(
+        "a FIFO as the grants file refused the start after {:?}",
+        started.elapsed()
+    );
+
+    let file = config_dir.path().join("grants.toml");
+    write_grants(&file, "[plugins.http-probe]\n");
+    let mut host = Host::spawn(run_with(&dir, &file), dir, STARTUP);
+    host.wait_for_line(STARTUP, |l| l.contains("watching the plugin directory"));
+    let before = host.line_count();
+    let staged = config_dir.path().join("staged");
+    mkfifo(&staged);
+    std::fs::rename(&staged, &file).expect("the FIFO is renamed into place");
+    let refused =
+        host.wait_for_line_after(before, PROCESSING, |l| l.contains("grants file refused"));
+    assert!(refused.contains("it is a FIFO"), "{refused}");
+    let stopping = Instant::now();
+    let status = host.signal("TERM", Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "SIGTERM is a clean shutdown");
+    eprintln!(
+        "SIGTERM with a FIFO as the grants file: exited after {:?}",
+        stopping.elapsed()
+    );
+}
+
+#[test]
+fn a_grants_file_open_to_others_or_linking_to_a_fifo_is_refused_naming_the_rule() {
+    let dir = plugin_dir();
+    let config_dir = tempfile::tempdir().expect("a config directory");
+    let file = config_dir.path().join("grants.toml");
+    write_grants(&file, "[plugins.http-probe]\n");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let stderr = refused_start(run_with(&dir, &file));
+    assert!(
+        stderr.contains(&format!(
+            "cannot read `{}`: it is writable by group or others (mode 0666); a file that \
+             grants must be writable by its owner only (`chmod go-w`)",
+            file.display()
+        )),
+        "{stderr}"
+    );
+
+    let fifo = config_dir.path().join("fifo");
+    mkfifo(&fifo);
+    let link = config_dir.path().join("link.toml");
+    std::os::unix::fs::symlink(&fifo, &link).expect("a link to the FIFO");
+    let stderr = refused_start(run_with(&dir, &link));
+    let target = std::fs::canonicalize(&fifo).expect("the FIFO's path");
+    assert!(
+        stderr.contains(&format!(
+            "cannot read `{}`: it links to `{}`: it is a FIFO, not a regular file",
+            link.display(),
+            target.display()
+        )),
+        "{stderr}"
+    );
+
+    // Another user's file, where this test may give one away (as root, in CI containers).
+    if effective_uid() == 0 {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let given = Command::new("chown")
+            .arg("65534")
+            .arg(&file)
+            .status()
+            .expect("chown runs");
+        assert!(given.success(), "the file is given to user 65534");
+        let stderr = refused_start(run_with(&dir, &file));
+        assert!(
+            stderr.contains("it belongs to user 65534, not to the host's user (0)"),
+            "{stderr}"
+        );
+    }
+}
+
+/// This process's effective user id, from `/proc`.
+fn effective_uid() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .and_then(|euid| euid.parse().ok())
+        .expect("an effective uid")
+}
+
+#[test]
+fn a_secret_naming_the_admin_token_or_the_broker_password_is_refused() {
+    let dir = plugin_dir();
+    let private = tempfile::tempdir().expect("the host's own files");
+    let token_file = private.path().join("admin.token");
+    let password_file = private.path().join("amqp.password");
+    std::fs::write(&password_file, "guest").expect("a password file");
+    let cases = [
+        (
+            format!("stolen = {{ file = \"{}\" }}", token_file.display()),
+            format!(
+                "secret `stolen`: file `{}`: it is the admin token file; a plugin may not be \
+                 given the host's own credentials",
+                token_file.display()
+            ),
+        ),
+        (
+            "stolen = { env = \"JOBHOST_AMQP_PASSWORD\" }".to_owned(),
+            "secret `stolen`: environment variable `JOBHOST_AMQP_PASSWORD`: it is the broker's \
+             password; a plugin may not be given the host's own credentials"
+                .to_owned(),
+        ),
+        (
+            format!("stolen = {{ file = \"{}\" }}", password_file.display()),
+            "it is the broker's password file".to_owned(),
+        ),
+    ];
+    for (secret, refusal) in cases {
+        let file = private.path().join("grants.toml");
+        write_grants(&file, &format!("[plugins.http-probe.secrets]\n{secret}\n"));
+        let mut command = run_with(&dir, &file);
+        command
+            .env("JOBHOST_AMQP_PASSWORD", "guest")
+            .arg("--admin-token-file")
+            .arg(&token_file)
+            .arg("--amqp-password-file")
+            .arg(&password_file);
+        let stderr = refused_start(command);
+        assert!(stderr.contains(&refusal), "{secret}: {stderr}");
+    }
 }

@@ -1,6 +1,7 @@
 //! `jobhost run` on the memory backend, driven through the real binary: enqueue, dead
 //! letters, policies, exit codes and a clean Ctrl-C, also while a plugin hangs loading;
-//! a log without credentials, and `jobhost dashboard`'s link.
+//! a log without credentials, and `jobhost dashboard`'s link; plugin files that are too
+//! large or not regular files refused without being read.
 
 mod cli_support;
 
@@ -9,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use cli_support::{Host, PROCESSING, STARTUP, http_get, jobhost, json_of, stdout_of};
+use cli_support::{
+    Host, PROCESSING, STARTUP, http_get, jobhost, json_of, mkfifo, sparse_file, stdout_of,
+};
 
 #[test]
 fn an_enqueued_job_is_processed_by_the_running_host() {
@@ -489,4 +492,95 @@ fn jobhost_dashboard_without_a_running_host_says_where_it_looked_for_the_token()
         "the error names the file and the host: {stderr}"
     );
     assert!(output.stdout.is_empty(), "no link");
+}
+
+/// 8 GiB: the sparse file of the measurement that took a host from 44 MiB to 2.8 GiB.
+const SPARSE_BYTES: u64 = 8 << 30;
+
+#[test]
+fn a_sparse_8_gib_plugin_is_refused_unread_and_the_host_stays_near_its_idle_memory() {
+    let host = Host::start(&["noop"]);
+    host.wait_for_line(STARTUP, |l| l.contains("watching the plugin directory"));
+    let idle = host.rss_kib();
+    let before = host.line_count();
+    // As `truncate -s 8G plugins/big.wasm` does it: created, then grown in place.
+    sparse_file(&host.plugin_dir().join("big.wasm"), SPARSE_BYTES);
+    let refused = host.wait_for_line_after(before, PROCESSING, |l| {
+        l.contains("plugin refused") && l.contains("big.wasm")
+    });
+    assert!(
+        refused.contains(
+            "it holds 8589934592 bytes, more than the 67108864 bytes a plugin may hold \
+             (`--max-plugin-size`)"
+        ),
+        "the refusal names the file and the rule: {refused}"
+    );
+    let after = host.rss_kib();
+    eprintln!("VmRSS idle {idle} KiB, after the 8 GiB plugin was refused {after} KiB");
+    assert!(
+        after < idle + 64 * 1024,
+        "the file was not read: VmRSS went from {idle} KiB to {after} KiB"
+    );
+
+    // Over a serving plugin, by rename: refused, and the loaded version keeps serving.
+    let before = host.line_count();
+    let staged = host.plugin_dir().join("noop.staged");
+    sparse_file(&staged, SPARSE_BYTES);
+    std::fs::rename(&staged, host.plugin_dir().join("noop.wasm")).expect("renamed into place");
+    let kept = host.wait_for_line_after(before, PROCESSING, |l| {
+        l.contains("the previous version keeps serving")
+    });
+    assert!(
+        kept.contains("noop.wasm") && kept.contains("--max-plugin-size"),
+        "{kept}"
+    );
+    let plugins = json_of(&host.cli(&["plugins", "--json"]));
+    assert_eq!(plugins.as_array().map(Vec::len), Some(1), "{plugins}");
+}
+
+#[test]
+fn plugin_files_that_are_fifos_or_link_to_one_or_to_a_file_over_the_cap_are_refused_at_start() {
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    let elsewhere = tempfile::tempdir().expect("a directory outside the plugin directory");
+    std::fs::copy(jobhost_fixtures::wasm("noop"), dir.path().join("noop.wasm"))
+        .expect("the fixture copies into the plugin directory");
+    mkfifo(&dir.path().join("fifo.wasm"));
+    let fifo = elsewhere.path().join("fifo");
+    mkfifo(&fifo);
+    std::os::unix::fs::symlink(&fifo, dir.path().join("to-fifo.wasm")).expect("a link");
+    let big = elsewhere.path().join("big");
+    sparse_file(&big, SPARSE_BYTES);
+    std::os::unix::fs::symlink(&big, dir.path().join("to-big.wasm")).expect("a link");
+    let mut command = jobhost();
+    command
+        .args(["run", "--max-plugin-size", "100MiB", "--plugins"])
+        .arg(dir.path());
+    let host = Host::spawn(command, dir, STARTUP);
+    host.wait_for_line(STARTUP, |l| {
+        l.contains("plugins loaded") && l.contains("loaded=1")
+    });
+    let refusal = |file: &str| {
+        host.wait_for_line(PROCESSING, |l| {
+            l.contains("plugin refused") && l.contains(file)
+        })
+    };
+    let fifo_rule = "it is a FIFO, not a regular file; the host reads only regular files";
+    let own = refusal("/fifo.wasm`");
+    assert!(own.contains(fifo_rule), "{own}");
+    let fifo = std::fs::canonicalize(&fifo).expect("the FIFO's path");
+    let linked = refusal("to-fifo.wasm");
+    assert!(
+        linked.contains(&format!("it links to `{}`: {fifo_rule}", fifo.display())),
+        "{linked}"
+    );
+    let big = std::fs::canonicalize(&big).expect("the big file's path");
+    let linked = refusal("to-big.wasm");
+    assert!(
+        linked.contains(&format!(
+            "it links to `{}`: it holds 8589934592 bytes, more than the 104857600 bytes a \
+             plugin may hold",
+            big.display()
+        )),
+        "{linked}"
+    );
 }

@@ -8,11 +8,19 @@ use std::path::Path;
 
 use anyhow::Context;
 use jobhost::broker::RabbitMqOptions;
+use jobhost::files::{self, Rules};
+use jobhost::grants::HostSecrets;
 
 use super::BrokerArgs;
 
 /// Holds the broker password, as an alternative to the URL and the password file.
 const PASSWORD_VARIABLE: &str = "JOBHOST_AMQP_PASSWORD";
+
+/// Holds the broker's URL, which may carry the password.
+const URL_VARIABLE: &str = "AMQP_URL";
+
+/// What a credential or CA file of the broker must be.
+const CREDENTIAL_FILE: Rules = Rules::capped(1024 * 1024, "a broker credential file may hold");
 
 /// `options` with the password and TLS material `args` point to.
 pub(super) fn broker_options(
@@ -52,7 +60,26 @@ fn password(args: &BrokerArgs) -> anyhow::Result<Option<String>> {
 }
 
 fn read(path: &Path, flag: &str) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("cannot read {flag} `{}`", path.display()))
+    files::read(path, &CREDENTIAL_FILE)
+        .with_context(|| format!("cannot read {flag} `{}`", path.display()))
+}
+
+/// The broker credentials of `args` a plugin secret may not name, added to `secrets`: the
+/// password's variable and file, the URL's variable, the client key.
+pub(super) fn refused_as_secrets(args: &BrokerArgs, mut secrets: HostSecrets) -> HostSecrets {
+    secrets = secrets
+        .variable(PASSWORD_VARIABLE, "the broker's password")
+        .variable(
+            URL_VARIABLE,
+            "the broker's URL, which may hold its password",
+        );
+    if let Some(file) = &args.amqp_password_file {
+        secrets = secrets.file(file, "the broker's password file");
+    }
+    if let Some(file) = &args.amqp_client_key {
+        secrets = secrets.file(file, "the broker's client key");
+    }
+    secrets
 }
 
 fn read_text(path: &Path, flag: &str) -> anyhow::Result<String> {

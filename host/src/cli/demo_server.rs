@@ -24,6 +24,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hmac::{Hmac, Mac};
+use jobhost::files::{self, Rules};
 use jobhost::text::{NAME_MAX, bounded};
 use sha2::Sha256;
 use tokio::net::TcpListener;
@@ -35,6 +36,8 @@ pub(super) const DEMO_ADDR: &str = "127.0.0.1:7879";
 /// The file of the plugin directory holding the webhook's signing key, which
 /// `plugins/jobhost.toml` also gives the `webhook` plugin as its `signing_key` secret.
 pub(super) const DEMO_KEY_FILE: &str = "demo-webhook.key";
+/// What [`DEMO_KEY_FILE`] must be: a key, not a data set.
+const KEY_FILE: Rules = Rules::capped(4096, "a signing key may hold");
 /// How many calls of `/v1/orders` are rate limited before it answers.
 const RATE_LIMITED_CALLS: u32 = 2;
 
@@ -72,7 +75,7 @@ pub(super) async fn start(dir: &Path) -> Option<AbortOnDropHandle<()>> {
         }
     };
     let key_file = dir.join(DEMO_KEY_FILE);
-    let key = match std::fs::read(&key_file) {
+    let key = match files::read_async(&key_file, KEY_FILE).await {
         Ok(key) => key.trim_ascii_end().to_vec(),
         Err(err) => {
             warn!(file = %key_file.display(), error = %err, "no demo signing key; the demo webhook receiver refuses every delivery");

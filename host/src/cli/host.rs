@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use jobhost::admin::AdminAccess;
 use jobhost::app::{self, DEMO_JOBS, HostConfig};
 use jobhost::broker::{MemoryBackend, RabbitMqBackend, RabbitMqOptions};
-use jobhost::grants;
+use jobhost::grants::{self, HostSecrets};
 use jobhost::metrics::Metrics;
 use jobhost::plugin::EngineConfig;
 use jobhost::policy::Granularity;
@@ -66,6 +66,16 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
     )?;
     paths::write_token(&token_file, &token)?;
     info!(file = %token_file.display(), "admin token written; the client commands and `jobhost dashboard` read it from there");
+    let host_secrets = broker_access::refused_as_secrets(
+        &args.broker,
+        HostSecrets::default()
+            .file(&token_file, "the admin token file")
+            .dir(&cache_dir, "the host's compiled-plugin cache"),
+    );
+    let host_secrets = match paths::default_state_dir() {
+        Ok(state) => host_secrets.dir(state, "the host's state directory"),
+        Err(_) => host_secrets,
+    };
     let _token_file = RemoveOnDrop(token_file);
     // Before the plugins load, so the demo jobs find it listening.
     let _demo_server = if args.demo {
@@ -76,10 +86,8 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
     let metrics = Metrics::new();
     let config = HostConfig {
         plugin_dir: dir.clone(),
-        grants_file: args
-            .config
-            .clone()
-            .unwrap_or_else(|| dir.join(grants::FILE_NAME)),
+        grants_file: grants_file(args)?,
+        host_secrets,
         worker: WorkerConfig {
             metrics: metrics.clone(),
             concurrency: args.concurrency as usize,
@@ -92,6 +100,7 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         engine: EngineConfig {
             max_instances: args.concurrency + 1,
             cache_dir: Some(cache_dir),
+            max_plugin_size: args.max_plugin_size,
             ..EngineConfig::default()
         },
         demo_jobs: args.demo.then(|| dir.join(DEMO_JOBS)),
@@ -119,6 +128,17 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         }
     }
     Ok(())
+}
+
+/// `--config`, else the demo's file in the plugin directory with `--demo`, else the
+/// user's: the grants file lives outside the plugin directory unless named there, because
+/// whoever may drop a plugin must not thereby choose what plugins are granted.
+fn grants_file(args: &HostArgs) -> anyhow::Result<PathBuf> {
+    match &args.config {
+        Some(file) => Ok(file.clone()),
+        None if args.demo => Ok(args.plugins.dir.join(grants::FILE_NAME)),
+        None => paths::default_grants_file(),
+    }
 }
 
 /// The address the token file is named after: `--admin` as given, so a client given the

@@ -89,10 +89,16 @@ struct HostArgs {
     #[command(flatten)]
     plugins: PluginDirArg,
     /// The grants file: outbound origins, limits, config values and secrets per plugin;
-    /// default `jobhost.toml` in the plugin directory. Watched and reloaded with the
-    /// plugins; no file grants nothing.
+    /// default `$XDG_CONFIG_HOME/jobhost/jobhost.toml` or `~/.config/jobhost/jobhost.toml`
+    /// (with `--demo`, `jobhost.toml` of the plugin directory). It must be the host user's
+    /// own and writable by no one else. Watched and reloaded with the plugins; no file
+    /// grants nothing.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The largest plugin file loaded, in bytes or with a unit (`KiB`, `MiB`, `GiB`); a
+    /// larger one is refused before it is read.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size)]
+    max_plugin_size: u64,
     #[command(flatten)]
     broker: BrokerArgs,
     /// Jobs running at once; the engine's instance pool is sized to fit.
@@ -294,6 +300,23 @@ enum DeadAction {
 
 fn duration(text: &str) -> Result<Duration, String> {
     jobhost_sdk::parse_duration(text).map_err(|err| err.to_string())
+}
+
+/// Bytes, written plain or with a binary unit: `1048576`, `512KiB`, `64MiB`, `1GiB`.
+fn size(text: &str) -> Result<u64, String> {
+    let (digits, shift) = [("KiB", 10), ("MiB", 20), ("GiB", 30)]
+        .into_iter()
+        .find_map(|(unit, shift)| text.strip_suffix(unit).map(|digits| (digits, shift)))
+        .unwrap_or((text, 0));
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&bytes| bytes > 0)
+        .ok_or_else(|| {
+            "a positive size in bytes, or with a unit: `512KiB`, `64MiB`, `1GiB`".to_owned()
+        })
 }
 
 fn traceparent(text: &str) -> Result<TraceContext, String> {

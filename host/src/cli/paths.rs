@@ -1,8 +1,9 @@
-//! Where the host keeps what is its own: the compiled-plugin cache and the admin token.
+//! Where the host keeps what is its own: the grants file, the compiled-plugin cache and
+//! the admin token.
 //!
-//! Both live in the user's directories (XDG base directories), never in the plugin
-//! directory, because whoever may drop a plugin there must not thereby reach native code
-//! or the admin token. The host and the client commands compute the same token path from
+//! All live in the user's directories (XDG base directories), never in the plugin
+//! directory, because whoever may drop a plugin there must not thereby reach native code,
+//! the admin token, or the grants (and the secrets they name). The host and the client commands compute the same token path from
 //! the admin address, so `jobhost enqueue` finds the token of the host it talks to.
 
 use std::fs::{DirBuilder, OpenOptions};
@@ -11,10 +12,21 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use jobhost::files::{self, Rules};
 
 /// `$XDG_CACHE_HOME/jobhost`, else `~/.cache/jobhost`.
 pub(super) fn default_cache_dir() -> anyhow::Result<PathBuf> {
     base("XDG_CACHE_HOME", ".cache", "--cache-dir")
+}
+
+/// `$XDG_CONFIG_HOME/jobhost/jobhost.toml`, else `~/.config/jobhost/jobhost.toml`.
+pub(super) fn default_grants_file() -> anyhow::Result<PathBuf> {
+    Ok(base("XDG_CONFIG_HOME", ".config", "--config")?.join(jobhost::grants::FILE_NAME))
+}
+
+/// `$XDG_STATE_HOME/jobhost`, else `~/.local/state/jobhost`: the default token files.
+pub(super) fn default_state_dir() -> anyhow::Result<PathBuf> {
+    base("XDG_STATE_HOME", ".local/state", "--admin-token-file")
 }
 
 /// `$XDG_STATE_HOME/jobhost/admin-{addr}.token`, else under `~/.local/state/jobhost`, with
@@ -27,10 +39,7 @@ fn default_token_file(addr: &str) -> anyhow::Result<PathBuf> {
             _ => '_',
         })
         .collect();
-    Ok(
-        base("XDG_STATE_HOME", ".local/state", "--admin-token-file")?
-            .join(format!("admin-{name}.token")),
-    )
+    Ok(default_state_dir()?.join(format!("admin-{name}.token")))
 }
 
 fn base(variable: &str, under_home: &str, flag: &str) -> anyhow::Result<PathBuf> {
@@ -83,7 +92,8 @@ pub(super) fn write_token(path: &Path, token: &str) -> anyhow::Result<()> {
 /// The token in `path`, or `None` when there is no such file (a host that has not
 /// started, or runs elsewhere); a mutating request then fails with the host's 401.
 pub(super) fn read_token(path: &Path) -> anyhow::Result<Option<String>> {
-    match std::fs::read_to_string(path) {
+    const TOKEN_FILE: Rules = Rules::capped(4096, "a token file may hold");
+    match files::read_text(path, &TOKEN_FILE) {
         Ok(token) => Ok(Some(token.trim().to_owned())),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(err)

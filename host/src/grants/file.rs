@@ -9,14 +9,15 @@ use tokio::sync::Semaphore;
 use toml::Spanned;
 
 use super::origin::OriginPattern;
-use super::secret::{Secret, SecretSource};
+use super::secret::{HostSecrets, Secret, SecretSource};
 use super::slots::RequestSlots;
 use super::trust::OutboundTrust;
 use super::{Grants, GrantsError, PluginGrants, Value};
+use crate::files::{self, Rules};
 use crate::text::{self, NAME_MAX};
 
-/// The most bytes a secret file may hold: a key or a token, not a data set.
-const SECRET_FILE_MAX: u64 = 64 * 1024;
+/// What a secret file must be: a key or a token, not a data set.
+const SECRET_FILE: Rules = Rules::capped(64 * 1024, "a secret file may hold");
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +60,8 @@ struct SecretEntry {
 struct Lines<'a> {
     file: &'a Path,
     text: &'a str,
+    /// What no secret may be read from.
+    host_secrets: &'a HostSecrets,
 }
 
 impl Lines<'_> {
@@ -72,8 +75,16 @@ impl Lines<'_> {
     }
 }
 
-pub(super) fn parse(file: &Path, text: &str) -> Result<Grants, GrantsError> {
-    let lines = Lines { file, text };
+pub(super) fn parse(
+    file: &Path,
+    text: &str,
+    host_secrets: &HostSecrets,
+) -> Result<Grants, GrantsError> {
+    let lines = Lines {
+        file,
+        text,
+        host_secrets,
+    };
     let document: Document = toml::from_str(text)
         .map_err(|err| lines.error(err.span().unwrap_or(0..0), err.message()))?;
     let outbound = match document.outbound.ca_certificates {
@@ -209,14 +220,19 @@ fn read_secret(
 ) -> Result<(Secret, SecretSource), String> {
     match (entry.env, entry.file) {
         (Some(name), None) => {
+            lines.host_secrets.check_variable(&name).map_err(|reason| {
+                format!("secret `{key}`: environment variable `{name}`: {reason}")
+            })?;
             let value = std::env::var(&name)
                 .map_err(|err| format!("secret `{key}`: environment variable `{name}`: {err}"))?;
             Ok((Secret::new(value), SecretSource::Env(name)))
         }
         (None, Some(path)) => {
             let full = relative_to(lines.file, &path);
-            let value = read_secret_file(&full)
-                .map_err(|err| format!("secret `{key}`: file `{}`: {err}", full.display()))?;
+            let named =
+                |reason: String| format!("secret `{key}`: file `{}`: {reason}", full.display());
+            lines.host_secrets.check_file(&full).map_err(named)?;
+            let value = read_secret_file(&full).map_err(|err| named(err.to_string()))?;
             Ok((Secret::new(value), SecretSource::File(path)))
         }
         _ => Err(format!(
@@ -232,29 +248,12 @@ fn relative_to(grants_file: &Path, path: &str) -> PathBuf {
     dir.join(path)
 }
 
-/// A secret file's text without its final line break, at most [`SECRET_FILE_MAX`] bytes.
+/// A secret file's text without its final line break.
 fn read_secret_file(path: &Path) -> std::io::Result<String> {
-    let mut text = String::from_utf8(read_bounded(path, SECRET_FILE_MAX)?)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))?;
+    let mut text = files::read_text(path, &SECRET_FILE)?;
     let kept = text.trim_end_matches(['\n', '\r']).len();
     text.truncate(kept);
     Ok(text)
-}
-
-/// The bytes of the file at `path`, refused when there are more than `max`: a file the
-/// grants name is read whole, so it is bounded before it is read.
-pub(super) fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(max.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(std::io::Error::other(format!(
-            "it is larger than {max} bytes"
-        )));
-    }
-    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -262,7 +261,11 @@ mod tests {
     use super::*;
 
     fn parse_text(text: &str) -> Result<Grants, GrantsError> {
-        parse(Path::new("plugins/jobhost.toml"), text)
+        parse(
+            Path::new("plugins/jobhost.toml"),
+            text,
+            &HostSecrets::default(),
+        )
     }
 
     fn error(text: &str) -> String {
@@ -291,7 +294,7 @@ mod tests {
                     request_timeout = \"250ms\"\n[plugins.webhook.config]\nendpoint = \"http://x\"\n\
                     [plugins.webhook.secrets]\nfrom_env = { env = \"PATH\" }\n\
                     from_file = { file = \"key.txt\" }\n";
-        let grants = parse(&file, text).expect("valid");
+        let grants = parse(&file, text, &HostSecrets::default()).expect("valid");
         let webhook = grants.plugin("webhook").expect("a section");
         assert_eq!(webhook.max_concurrent_requests, 2);
         assert_eq!(webhook.requests().available(), 2);

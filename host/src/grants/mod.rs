@@ -10,9 +10,12 @@
 //!   plugin in logs, metrics and the admin API). A section may pin the binary's digest
 //!   (`sha256 = "..."`): a binary whose digest differs runs without the section's grants
 //!   ([`Grants::granted`], [`Pin::Mismatch`]) until the pin is updated.
-//! - The file is read whole and checked whole ([`Grants::load`]); unknown keys, malformed
-//!   origins, a key that is both a config value and a secret, a secret whose variable or
-//!   file cannot be read: each is a [`GrantsError`] naming the file and the line, and the
+//! - The file is the operator's: a regular file of at most [`FILE_MAX`] bytes, owned by the
+//!   host's user and writable by no one else; anything else is refused before it is read
+//!   (see [`crate::files`]). It is then checked whole ([`Grants::load`]); unknown keys,
+//!   malformed origins, a key that is both a config value and a secret, a secret whose
+//!   variable or file cannot be read or is one of the host's own credentials
+//!   ([`HostSecrets`]): each is a [`GrantsError`] naming the file and the line, and the
 //!   host keeps the grants it had.
 //! - A request is checked against the plugin's grants ([`Grants::check`]) before anything
 //!   leaves the host; a refusal ([`Refusal`]) names the origin, the plugin, and the line
@@ -63,12 +66,16 @@ use serde::{Deserialize, Serialize};
 use crate::text::{self, NAME_MAX};
 
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
-pub use secret::{Secret, SecretSource};
+pub use secret::{HostSecrets, Secret, SecretSource};
 pub use slots::{RequestPermit, RequestSlots};
 pub use trust::{CA_FILE_MAX, OutboundTrust};
 
-/// The name of the grants file in the plugin directory.
+/// The name of the grants file: in the operator's configuration directory by default
+/// (`jobhost run`), in the plugin directory for the demo.
 pub const FILE_NAME: &str = "jobhost.toml";
+
+/// The most bytes a grants file may hold; a long one holds a few hundred plugins in KiB.
+pub const FILE_MAX: u64 = 1024 * 1024;
 
 /// Requests a plugin may have in flight at once, unless its section says otherwise.
 pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 4;
@@ -313,10 +320,12 @@ impl Grants {
     }
 
     /// Read `file`; a missing file grants nothing. Secrets are read now, from the
-    /// environment and from files relative to `file`'s directory.
-    pub fn load(file: &Path) -> Result<Self, GrantsError> {
-        match std::fs::read_to_string(file) {
-            Ok(text) => file::parse(file, &text),
+    /// environment and from files relative to `file`'s directory, never from
+    /// `host_secrets`. Blocking (see [`crate::files`]).
+    pub fn load(file: &Path, host_secrets: &HostSecrets) -> Result<Self, GrantsError> {
+        let rules = crate::files::Rules::capped(FILE_MAX, "a grants file may hold").operator_only();
+        match crate::files::read_text(file, &rules) {
+            Ok(text) => file::parse(file, &text, host_secrets),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::none(file)),
             Err(cause) => Err(GrantsError::Read {
                 file: file.to_owned(),
@@ -325,9 +334,10 @@ impl Grants {
         }
     }
 
-    /// Parse `text` as the contents of `file`.
+    /// Parse `text` as the contents of `file`, refusing no secret source (an embedder's
+    /// grants, a test's); [`Grants::load`] refuses the host's own credentials.
     pub fn parse(file: &Path, text: &str) -> Result<Self, GrantsError> {
-        file::parse(file, text)
+        file::parse(file, text, &HostSecrets::default())
     }
 
     /// The file these grants were read from (or would be).

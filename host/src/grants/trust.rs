@@ -53,7 +53,8 @@ impl OutboundTrust {
     /// grants file; the error, never a certificate's contents, names `full`.
     pub(super) fn with_ca_file(as_written: &str, full: &Path) -> Result<Self, String> {
         let named = |reason: String| format!("ca_certificates: `{}` {reason}", full.display());
-        let pem = super::file::read_bounded(full, CA_FILE_MAX)
+        let rules = crate::files::Rules::capped(CA_FILE_MAX, "a CA file may hold");
+        let pem = crate::files::read(full, &rules)
             .map_err(|err| named(format!("cannot be read: {err}")))?;
         let certificates = CertificateDer::pem_slice_iter(&pem)
             .collect::<Result<Vec<_>, _>>()
@@ -169,7 +170,10 @@ mod tests {
         );
         let (trust, _) = with_file(&vec![b'-'; CA_FILE_MAX as usize + 1]);
         let err = trust.expect_err("too large");
-        assert!(err.ends_with("it is larger than 1048576 bytes"), "{err}");
+        assert!(
+            err.ends_with("it holds 1048577 bytes, more than the 1048576 bytes a CA file may hold"),
+            "{err}"
+        );
     }
 
     #[cfg(feature = "tls")]

@@ -31,6 +31,7 @@ use super::error::{EngineError, LoadError};
 use super::load::{self, Plugin};
 use super::store::JobState;
 use super::{config_store, host_api, outbound};
+use crate::files::{self, Rules};
 use crate::grants::SharedGrants;
 
 /// How often the epoch advances: the granularity of timeouts and of a spinning guest's
@@ -41,6 +42,10 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub const MEMORY_RESERVATION: u64 = 4 << 30;
 
 pub(super) const MIB: usize = 1024 * 1024;
+
+/// The default of [`EngineConfig::max_plugin_size`]: 64 MiB, room for components that
+/// carry a JavaScript or Python runtime (tens of MiB), far below what would strain memory.
+pub const DEFAULT_MAX_PLUGIN_SIZE: u64 = 64 << 20;
 
 /// How long after a call's deadline a second timer backs up the epoch: a few ticks, so a
 /// guest running wasm is always stopped by the epoch, as a trap, and only one blocked in a
@@ -69,6 +74,9 @@ pub struct EngineConfig {
     /// What one job may hand the host through its imports. Default
     /// [`HostCallBudget::default`].
     pub host_calls: HostCallBudget,
+    /// The most bytes a plugin file may hold; a larger one is refused from its size,
+    /// before it is read. Default [`DEFAULT_MAX_PLUGIN_SIZE`].
+    pub max_plugin_size: u64,
     /// Where compiled plugins are cached so a restart does not recompile them; `None`
     /// compiles every load. Default `None`. The directory must be this user's own: it is
     /// created `0700`, and every entry is authenticated before it is loaded (see
@@ -83,6 +91,7 @@ impl Default for EngineConfig {
             memory_limit: 128 * MIB,
             load_timeout: Duration::from_secs(10),
             host_calls: HostCallBudget::default(),
+            max_plugin_size: DEFAULT_MAX_PLUGIN_SIZE,
             cache_dir: None,
         }
     }
@@ -173,11 +182,18 @@ impl Engine {
 
     /// Read, compile (or fetch from the cache), link and validate the plugin at `path`.
     ///
+    /// The file is read as untrusted ([`crate::files`]): a regular file (a symbolic link
+    /// is followed and its target checked) of at most [`EngineConfig::max_plugin_size`].
+    ///
     /// Blocking: compiling takes tens of milliseconds and the manifest call runs here, for
     /// at most [`EngineConfig::load_timeout`]. Call it from `spawn_blocking` or a plain
     /// thread, never from async code (it panics inside a runtime's worker thread).
     pub fn load(&self, path: &Path) -> Result<Plugin, LoadError> {
-        let bytes = std::fs::read(path).map_err(|cause| LoadError::Read {
+        let rules = Rules::capped(
+            self.inner.config.max_plugin_size,
+            "a plugin may hold (`--max-plugin-size`)",
+        );
+        let bytes = files::read(path, &rules).map_err(|cause| LoadError::Read {
             path: path.to_owned(),
             cause,
         })?;
@@ -231,6 +247,12 @@ fn check(config: &EngineConfig) -> Result<(), EngineError> {
                 "is {} bytes; it must be 1..={max_memory}",
                 config.memory_limit
             ),
+        });
+    }
+    if config.max_plugin_size == 0 {
+        return Err(EngineError::Config {
+            setting: "max_plugin_size",
+            reason: "is zero; it must be positive".to_owned(),
         });
     }
     if config.load_timeout.is_zero() {

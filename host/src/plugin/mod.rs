@@ -54,6 +54,6 @@ mod store;
 mod watchdog;
 
 pub use budget::{BudgetExceeded, HostCallBudget, HttpPart};
-pub use engine::{EPOCH_TICK, Engine, EngineConfig, MEMORY_RESERVATION};
+pub use engine::{DEFAULT_MAX_PLUGIN_SIZE, EPOCH_TICK, Engine, EngineConfig, MEMORY_RESERVATION};
 pub use error::{EngineError, LoadError};
 pub use load::{Plugin, WIT_VERSION};

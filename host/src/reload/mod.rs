@@ -27,7 +27,7 @@ use tracing::{error, info, warn};
 
 use crate::activity::{ReloadChange, SHOWN_REASON_MAX};
 use crate::broker::BrokerError;
-use crate::grants::{self, Grants, GrantsError, Identity};
+use crate::grants::{self, Grants, GrantsError, HostSecrets, Identity};
 use crate::metrics::{LoadOutcome, Metrics};
 use crate::plugin::{Engine, LoadError, Plugin};
 use crate::text::bounded;
@@ -118,6 +118,7 @@ pub struct Loader {
     declare: Option<DeclareQueue>,
     metrics: Metrics,
     grants_file: Option<PathBuf>,
+    host_secrets: HostSecrets,
 }
 
 impl fmt::Debug for Loader {
@@ -140,13 +141,16 @@ impl Loader {
             declare: None,
             metrics: Metrics::default(),
             grants_file: None,
+            host_secrets: HostSecrets::default(),
         }
     }
 
-    /// The same loader, reading the engine's grants from `file` (see [`crate::grants`]).
-    pub fn granting(self, file: PathBuf) -> Self {
+    /// The same loader, reading the engine's grants from `file` (see [`crate::grants`]),
+    /// whose secrets may not be read from `host_secrets`.
+    pub fn granting(self, file: PathBuf, host_secrets: HostSecrets) -> Self {
         Self {
             grants_file: Some(file),
+            host_secrets,
             ..self
         }
     }
@@ -157,12 +161,13 @@ impl Loader {
     }
 
     /// Read the grants file again and put its grants in force for the jobs that start from
-    /// now on; a file that is refused is logged, and the grants in force stay.
+    /// now on; a file that is refused is logged, and the grants in force stay. Blocking:
+    /// the file is read here.
     pub fn reload_grants(&self) -> Result<(), GrantsError> {
         let Some(file) = &self.grants_file else {
             return Ok(());
         };
-        match Grants::load(file) {
+        match Grants::load(file, &self.host_secrets) {
             Ok(grants) => {
                 let plugins = grants.plugins().count();
                 self.engine.grants().replace(grants);
@@ -421,11 +426,13 @@ fn is_plugin_file(path: &Path) -> bool {
     path.extension().is_some_and(|ext| ext == "wasm")
 }
 
+/// Every `*.wasm` of `dir` but directories: a FIFO or a link to a device is refused by
+/// its load, with a message, rather than passed over in silence.
 fn plugin_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        if is_plugin_file(&path) && path.is_file() {
+        if is_plugin_file(&path) && !path.is_dir() {
             files.push(path);
         }
     }

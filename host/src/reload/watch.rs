@@ -58,10 +58,13 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
     info!(dir = %dir.display(), "watching the plugin directory for changes");
     // A grants file elsewhere is watched through its directory, so that replacing it (as
     // editors and deploys do) is seen too.
+    // A directory that does not exist (the default configuration directory of a host
+    // never given a grants file) is not fatal: the plugins are still watched.
     if let Some(parent) = grants_file.as_deref().and_then(Path::parent)
         && parent != dir
+        && let Err(err) = watcher.watch(parent, RecursiveMode::NonRecursive)
     {
-        watcher.watch(parent, RecursiveMode::NonRecursive)?;
+        warn!(dir = %parent.display(), error = %err, "cannot watch the grants file's directory: a grants file written there is read at the next start");
     }
     let mut due: HashMap<PathBuf, Instant> = HashMap::new();
     loop {
@@ -80,8 +83,14 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
                     // Shutdown does not wait for a load: the abandoned load ends by itself at
                     // the engine's load deadline.
                     if grants_file.as_ref() == Some(&path) {
-                        // Refusals are logged by the reload; the grants in force stay.
-                        let _ = loader.reload_grants();
+                        // Off the runtime, since reading a file may block; refusals are
+                        // logged by the reload, and the grants in force stay.
+                        let loader = loader.clone();
+                        let reload = tokio::task::spawn_blocking(move || loader.reload_grants());
+                        tokio::select! {
+                            () = shutdown.cancelled() => return Ok(()),
+                            _ = reload => {}
+                        }
                         continue;
                     }
                     tokio::select! {

@@ -19,8 +19,9 @@ pub const STARTUP: Duration = Duration::from_secs(60);
 pub const PROCESSING: Duration = Duration::from_secs(30);
 
 /// The binary under test, with an environment that cannot point it elsewhere: no broker
-/// URL (CI exports one), no admin address, our own log filter, and the user's cache and
-/// state directories (compiled plugins, admin tokens) under the test target directory.
+/// URL (CI exports one), no admin address, our own log filter, and the user's cache, state
+/// and configuration directories (compiled plugins, admin tokens, the default grants file)
+/// under the test target directory.
 pub fn jobhost() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_jobhost"));
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -32,6 +33,7 @@ pub fn jobhost() -> Command {
         .env_remove("JOBHOST_AMQP_PASSWORD")
         .env("XDG_CACHE_HOME", tmp.join("xdg-cache"))
         .env("XDG_STATE_HOME", tmp.join("xdg-state"))
+        .env("XDG_CONFIG_HOME", tmp.join("xdg-config"))
         .env(
             "RUST_LOG",
             "info,jobhost::worker=debug,wasmtime=warn,cranelift=warn",
@@ -209,23 +211,33 @@ impl Host {
 
     /// Send SIGINT, as Ctrl-C does, and wait at most `timeout` for the exit.
     pub fn interrupt(&mut self, timeout: Duration) -> ExitStatus {
+        self.signal("INT", timeout)
+    }
+
+    /// Send SIG`name` (`INT`, `TERM`) and wait at most `timeout` for the exit.
+    pub fn signal(&mut self, name: &str, timeout: Duration) -> ExitStatus {
         let sent = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
+            .args([&format!("-{name}"), &self.child.id().to_string()])
             .status()
             .expect("kill runs");
-        assert!(sent.success(), "SIGINT is delivered");
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("the host's status") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the host did not exit within {timeout:?} of SIGINT; the log:\n{}",
+        assert!(sent.success(), "SIG{name} is delivered");
+        wait_exit(&mut self.child, timeout).unwrap_or_else(|| {
+            panic!(
+                "the host did not exit within {timeout:?} of SIG{name}; the log:\n{}",
                 self.lines.all().join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            )
+        })
+    }
+
+    /// The host's resident memory now, in KiB (`VmRSS` of `/proc/PID/status`).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the host's /proc status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("a VmRSS line")
     }
 }
 
@@ -254,6 +266,46 @@ pub fn http_get(addr: &str, path: &str, headers: &[&str]) -> String {
         .read_to_string(&mut answer)
         .expect("an answer in time");
     answer
+}
+
+/// The exit status of `child` within `timeout`, `None` if it is still running then.
+pub fn wait_exit(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("the child's status") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Make a FIFO at `path`, which nobody will write.
+pub fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "a FIFO at {}", path.display());
+}
+
+/// A sparse file of `bytes` at `path`: it takes no disk, and reading it whole would take
+/// `bytes` of memory.
+pub fn sparse_file(path: &Path, bytes: u64) {
+    std::fs::File::create(path)
+        .and_then(|file| file.set_len(bytes))
+        .expect("a sparse file");
+}
+
+/// Write `text` to `path` as the operator's own grants file: readable by others, writable
+/// by its owner only, whatever the umask.
+pub fn write_grants(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, text).expect("the grants file is written");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
+        .expect("the grants file's mode");
 }
 
 /// stdout of a command that must have succeeded.
