@@ -1,6 +1,6 @@
 //! The fault suite: a host process SIGKILLed mid-batch, one stopped by SIGTERM mid-batch,
 //! bad input on a work queue, broken plugin files, the broker closing every connection and
-//! restarting, and hostile plugins under load, each counted in a ledger kept apart from
+//! restarting, hostile plugins under load and a plugin flooding `wasi:http`, each counted in a ledger kept apart from
 //! the host (see `faults_support::ledger`), ending in a summary table:
 //! scenario | sent | completed | lost | duplicated | dead-lettered (by reason).
 //! No job is ever lost.
@@ -18,6 +18,7 @@
 //! fixture's queues and one host process, and the table sums them up.
 
 mod faults_support;
+mod plugin_support;
 mod support;
 
 use std::sync::Arc;
@@ -26,7 +27,8 @@ use faults_support::ledger::{DONE_QUEUE, Ledger, WORK_QUEUE};
 use faults_support::process::HostProcess;
 use faults_support::table::Table;
 use faults_support::{
-    bad_input, broken_plugins, broker_faults, hostile, hostile_messages, job_count, stops,
+    bad_input, broken_plugins, broker_faults, hostile, hostile_messages, http_floods, job_count,
+    stops,
 };
 use support::worker::fixture_queues;
 use support::{backend, unique};
@@ -35,6 +37,7 @@ use support::{backend, unique};
 async fn no_fault_loses_a_job_and_the_ledger_accounts_for_every_one() {
     let _cleanup = fixture_queues(&[WORK_QUEUE, DONE_QUEUE]);
     let _hostile_cleanup = fixture_queues(&hostile_messages::QUEUES);
+    let _flood_cleanup = fixture_queues(&[http_floods::QUEUE]);
     let Some(publisher) = backend(&unique("faults")).await.map(Arc::new) else {
         return;
     };
@@ -65,6 +68,9 @@ async fn no_fault_loses_a_job_and_the_ledger_accounts_for_every_one() {
     table
         .0
         .push(hostile_messages::run(&host, dir.path(), &mut ledger, 1000).await);
+    table
+        .0
+        .push(http_floods::run(&host, dir.path(), &mut ledger, 1000).await);
     drop(host);
     table.0.push(hostile::run(jobs / 2).await);
 

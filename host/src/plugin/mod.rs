@@ -30,7 +30,7 @@
 //!   guest calls, and where its output goes.
 //! - [`budget`](HostCallBudget): what a job may hand the host, counted before it is copied.
 //! - `outbound`: `wasi:http` under the grants: the check, the checked connection, the
-//!   limits; `config_store`: `wasi:config/store`.
+//!   limits, and what a job may hold through it; `config_store`: `wasi:config/store`.
 //!
 //! [`Invocation`]: crate::job::Invocation
 //! [`Outcome`]: crate::job::Outcome

@@ -44,7 +44,7 @@ pub(crate) const QUEUES: [&str; 5] = [
 const FLOODS: [&str; 4] = ["job-type", "follow-ups", "log-message", "log-calls"];
 const BIG: usize = 200_000;
 
-fn envelope(job_type: &str, queue: &str, payload: &str) -> Vec<u8> {
+pub(crate) fn envelope(job_type: &str, queue: &str, payload: &str) -> Vec<u8> {
     format!(
         r#"{{"job_id":"{}","job_type":"{job_type}","queue":"{queue}","attempt":1,"enqueued_at_ms":0,"payload":{payload}}}"#,
         uuid::Uuid::new_v4()
@@ -53,7 +53,7 @@ fn envelope(job_type: &str, queue: &str, payload: &str) -> Vec<u8> {
 }
 
 /// Wait for `count` dead letters on `queue`'s dead-letter queue and take them.
-async fn dead_letters_of(channel: &Channel, queue: &str, count: usize) -> Vec<String> {
+pub(crate) async fn dead_letters_of(channel: &Channel, queue: &str, count: usize) -> Vec<String> {
     let mut reasons = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     while reasons.len() < count {
@@ -77,7 +77,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 /// Resident memory of the process, in bytes.
-fn rss_bytes(pid: u32) -> u64 {
+pub(crate) fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
     status
         .lines()

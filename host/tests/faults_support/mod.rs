@@ -6,6 +6,7 @@ pub(crate) mod broken_plugins;
 pub(crate) mod broker_faults;
 pub(crate) mod hostile;
 pub(crate) mod hostile_messages;
+pub(crate) mod http_floods;
 pub(crate) mod ledger;
 pub(crate) mod process;
 pub(crate) mod stops;
