@@ -4,9 +4,14 @@
 use std::io::IsTerminal;
 
 use tokio::runtime::Handle;
-use tracing_subscriber::EnvFilter;
+use tracing::Subscriber;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer};
 
-use super::{CLIENT_LOG, Cli, Command, DEV_LOG, HOST_LOG};
+use super::log_format::{JobHeads, PeopleFormat};
+use super::{CLIENT_LOG, Cli, Command, DEV_LOG, HOST_LOG, LogFormat};
 
 /// What must be flushed at exit: the OTLP exporter, when one runs.
 #[derive(Debug, Default)]
@@ -25,8 +30,9 @@ impl Telemetry {
     }
 }
 
-/// Human log lines on stderr, filtered by `--log`/`RUST_LOG` or the command's default;
-/// with `--otlp-endpoint`, job spans exported too, their requests on `runtime`.
+/// Log lines on stderr as `--log-format` says, filtered by `--log`/`RUST_LOG` or the
+/// command's default; with `--otlp-endpoint`, job spans exported too, their requests on
+/// `runtime`.
 #[cfg_attr(not(feature = "otlp"), allow(unused_variables))]
 pub(crate) fn init_logging(cli: &Cli, runtime: &Handle) -> anyhow::Result<Telemetry> {
     let default = match cli.command {
@@ -45,14 +51,33 @@ pub(crate) fn init_logging(cli: &Cli, runtime: &Handle) -> anyhow::Result<Teleme
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     #[cfg(feature = "otlp")]
     if let Some(endpoint) = otlp_endpoint(cli) {
-        return with_otlp(endpoint, runtime, filter, ansi);
+        return with_otlp(endpoint, runtime, lines(cli.log_format, ansi), filter);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
+    // The filter is the subscriber's own, so what it turns off (the worker's debug `job`
+    // span, at the default level) costs nothing at all.
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(JobHeads)
+        .with(lines(cli.log_format, ansi))
         .init();
     Ok(Telemetry::default())
+}
+
+/// The layer that writes the lines, in `format`.
+fn lines<S>(format: LogFormat, ansi: bool) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => layer.event_format(PeopleFormat { ansi }).boxed(),
+        LogFormat::Json => layer
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .boxed(),
+    }
 }
 
 #[cfg(feature = "otlp")]
@@ -69,20 +94,13 @@ fn otlp_endpoint(cli: &Cli) -> Option<&str> {
 fn with_otlp(
     endpoint: &str,
     runtime: &Handle,
+    lines: Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>,
     filter: EnvFilter,
-    ansi: bool,
 ) -> anyhow::Result<Telemetry> {
-    use tracing_subscriber::Layer as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-
     let otlp = jobhost::trace::otlp::OtlpExport::start(endpoint, runtime.clone())?;
-    let lines = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .with_filter(filter);
     tracing_subscriber::registry()
-        .with(lines)
+        .with(lines.with_filter(filter))
+        .with(JobHeads)
         .with(otlp.layer())
         .init();
     tracing::info!(%endpoint, "exporting job spans over OTLP");

@@ -10,6 +10,7 @@ mod demo_server;
 mod dev;
 mod diagnose;
 mod host;
+mod log_format;
 mod logging;
 mod ops;
 mod paths;
@@ -35,6 +36,15 @@ const DEV_LOG: &str =
 /// Log filter of the client commands, whose output is their answer.
 const CLIENT_LOG: &str = "warn";
 
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Time, level, the job, the message, then the fields that add something.
+    Text,
+    /// One JSON object per line, every field flattened into it.
+    Json,
+}
+
 /// The most `--threads` accepts, far above any machine's cores, so a typo cannot start
 /// thousands of threads.
 const MAX_THREADS: u16 = 512;
@@ -46,6 +56,10 @@ pub(crate) struct Cli {
     /// Log filter in RUST_LOG syntax, e.g. `debug` or `info,jobhost::guest=debug`.
     #[arg(long, global = true, env = "RUST_LOG", value_name = "FILTER")]
     log: Option<String>,
+    /// `text`: a short line per event, for people; `json`: one JSON object per line with
+    /// every field, for log shippers.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
