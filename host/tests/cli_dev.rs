@@ -13,7 +13,7 @@ mod cli_support;
 use std::path::Path;
 use std::time::Duration;
 
-use cli_support::{Host, PROCESSING, fixtures_target_dir, jobhost, json_of, stdout_of};
+use cli_support::{Host, PROCESSING, fixtures_target_dir, jobhost, json_of, logged_id, stdout_of};
 
 /// A cold build of the SDK and serde for `wasm32-wasip2` on a small machine; a rebuild of
 /// the scaffold alone takes seconds.
@@ -54,7 +54,9 @@ fn edit_by_rename(path: &Path, old: &str, new: &str) {
 fn greeting_logged(host: &Host, job_type: &str, message: &str) -> String {
     let enqueued = json_of(&host.cli(&["enqueue", job_type, r#"{"name": "Ada"}"#, "--json"]));
     let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
-    host.wait_for_line(PROCESSING, |l| l.contains(&job_id) && l.contains(message))
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains(logged_id(&job_id)) && l.contains(message)
+    })
 }
 
 /// Wait for the host to load `file` or a new version of it, counting from log line `seen`.

@@ -17,7 +17,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    Host, PROCESSING, STARTUP, jobhost, json_of, mkfifo, stdout_of, wait_exit, write_grants,
+    Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, mkfifo, stdout_of, wait_exit,
+    write_grants,
 };
 use serde_json::json;
 use tempfile::TempDir;
@@ -51,7 +52,7 @@ fn check_config(host: &Host, expect: serde_json::Value) -> String {
     let enqueued = json_of(&host.cli(&["enqueue", "probe.Config", &payload, "--json"]));
     let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
     host.wait_for_line(PROCESSING, |l| {
-        l.contains(&job_id) && (l.contains("job completed") || l.contains("dead-letter"))
+        l.contains(logged_id(&job_id)) && (l.contains("job completed") || l.contains("dead-letter"))
     })
 }
 

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use cli_support::{
-    Host, PROCESSING, STARTUP, http_get, jobhost, json_of, mkfifo, sparse_file, stdout_of,
+    Host, PROCESSING, STARTUP, http_get, jobhost, json_of, logged_id, mkfifo, sparse_file,
+    stdout_of,
 };
 
 #[test]
@@ -30,7 +31,7 @@ fn an_enqueued_job_is_processed_by_the_running_host() {
     );
     let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
     host.wait_for_line(PROCESSING, |l| {
-        l.contains(&job_id) && l.contains("job completed")
+        l.contains(logged_id(&job_id)) && l.contains("job completed")
     });
 }
 
@@ -63,7 +64,7 @@ fn a_host_told_to_use_one_thread_runs_on_one_and_processes_jobs() {
         .expect("a job id")
         .to_owned();
     host.wait_for_line(PROCESSING, |l| {
-        l.contains(&job_id) && l.contains("job completed")
+        l.contains(logged_id(&job_id)) && l.contains("job completed")
     });
 }
 
@@ -89,7 +90,7 @@ fn a_failed_job_is_listed_with_its_exact_reason_and_replay_runs_it_again_as_atte
     let enqueued = json_of(&host.cli(&["enqueue", "scripted.BareJob", payload, "--json"]));
     let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
     host.wait_for_line(PROCESSING, |l| {
-        l.contains(&job_id) && l.contains("job dead-lettered")
+        l.contains(logged_id(&job_id)) && l.contains("job dead-lettered")
     });
 
     let reason =
@@ -107,7 +108,7 @@ fn a_failed_job_is_listed_with_its_exact_reason_and_replay_runs_it_again_as_atte
         "one letter replayed; it printed:\n{replayed}"
     );
     let rerun = host.wait_for_line_after(seen, PROCESSING, |l| {
-        l.contains(&job_id) && l.contains("job dead-lettered")
+        l.contains(logged_id(&job_id)) && l.contains("job dead-lettered")
     });
     assert!(
         rerun.contains("attempt=1"),

@@ -7,7 +7,7 @@ mod cli_support;
 
 use std::time::Duration;
 
-use cli_support::{Host, PROCESSING, fixtures_target_dir, jobhost, json_of, stdout_of};
+use cli_support::{Host, PROCESSING, fixtures_target_dir, jobhost, json_of, logged_id, stdout_of};
 
 /// A cold build of the SDK and serde for `wasm32-wasip2` on a small machine.
 const BUILD: Duration = Duration::from_secs(600);
@@ -45,7 +45,7 @@ fn a_scaffolded_plugin_builds_and_loads_into_a_running_host_without_a_restart() 
         json_of(&host.cli(&["enqueue", "hello_cli.Greet", r#"{"name": "Ada"}"#, "--json"]));
     let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
     host.wait_for_line(PROCESSING, |l| {
-        l.contains(&job_id) && l.contains("job completed")
+        l.contains(logged_id(&job_id)) && l.contains("job completed")
     });
 }
 

@@ -18,6 +18,11 @@ pub const STARTUP: Duration = Duration::from_secs(60);
 /// How long a job may take to show up in the log.
 pub const PROCESSING: Duration = Duration::from_secs(30);
 
+/// How a console log line names a job: the first 8 hex digits of its id.
+pub fn logged_id(job_id: &str) -> &str {
+    job_id.get(..8).unwrap_or(job_id)
+}
+
 /// The binary under test, with an environment that cannot point it elsewhere: no broker
 /// URL (CI exports one), no admin address, our own log filter, and the user's cache, state
 /// and configuration directories (compiled plugins, admin tokens, the default grants file)
