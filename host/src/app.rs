@@ -120,7 +120,8 @@ pub async fn run<B: AdminBackend>(
     let engine = Engine::new(config.engine).map_err(HostError::Engine)?;
     engine.grants().replace(grants);
     let metrics = config.worker.metrics.clone();
-    metrics.watch_pool(&engine);
+    let pool = engine.clone();
+    metrics.watch_pool(move || pool.instances_in_use());
     let plugins = Plugins::new();
     let declaring = backend.clone();
     let loader = Loader::new(engine.clone(), plugins.clone())

@@ -52,7 +52,6 @@ use prometheus_client::registry::Registry;
 
 use crate::activity::Activity;
 use crate::job::{Observer, SettledJob};
-use crate::plugin::Engine;
 
 /// The `Content-Type` of [`Metrics::encode`]'s text: Prometheus text format 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -163,11 +162,13 @@ impl Metrics {
         text
     }
 
-    /// Report `engine`'s pool use as `jobhost_instances_in_use` at every scrape; only the
-    /// first engine given is reported, because a host has one.
-    pub fn watch_pool(&self, engine: &Engine) {
-        // Ignoring a second engine is the documented contract.
-        let _ = self.inner.pool.0.set(engine.clone());
+    /// Report what `in_use` reads (the engine's pool slots taken, `Engine::instances_in_use`)
+    /// as `jobhost_instances_in_use` at every scrape; only the first reader given is kept,
+    /// because a host has one engine. A reader, not the engine, so the metrics need not
+    /// know the plugin layer.
+    pub fn watch_pool(&self, in_use: impl Fn() -> usize + Send + Sync + 'static) {
+        // Ignoring a second reader is the documented contract.
+        let _ = self.inner.pool.0.set(Box::new(in_use));
     }
 
     /// What the host did lately, which the dashboard shows.
@@ -369,15 +370,23 @@ impl Observer for Metrics {
 
 /// `jobhost_instances_in_use`, read from the engine at each scrape, because counting it
 /// per job would put two more atomic writes on every job's path.
-#[derive(Debug, Default)]
-struct InstancePool(OnceLock<Engine>);
+#[derive(Default)]
+struct InstancePool(OnceLock<Box<dyn Fn() -> usize + Send + Sync>>);
+
+impl fmt::Debug for InstancePool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InstancePool")
+            .field("watched", &self.0.get().is_some())
+            .finish()
+    }
+}
 
 impl Collector for InstancePool {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let Some(engine) = self.0.get() else {
+        let Some(in_use) = self.0.get() else {
             return Ok(());
         };
-        let in_use = i64::try_from(engine.instances_in_use()).unwrap_or(i64::MAX);
+        let in_use = i64::try_from(in_use()).unwrap_or(i64::MAX);
         let gauge = ConstGauge::new(in_use);
         let metric = encoder.encode_descriptor(
             "jobhost_instances_in_use",
