@@ -2,7 +2,7 @@
 //! the fields that add something.
 //!
 //! ```text
-//! 05:41:08.123  INFO email.SendEmail 3f2a9c1e attempt=2 job failed, retrying trace_id=4bf9… error=job failed (retryable): smtp server busy retry_in=2s
+//! 05:41:08.123  INFO email.SendEmail 3f2a9c1e attempt=2 job failed, retrying error=job failed (retryable): smtp server busy retry_in=2s trace_id=4bf9…
 //! ```
 //!
 //! - The job (`job_type`, the first 8 hex digits of `job_id`, `attempt`) comes from the
@@ -13,6 +13,7 @@
 //!   left out; `--log-format json` writes every field of every event, one object a line.
 //! - A guest's own key-value pairs (`fields`) follow the message as they are, and an empty
 //!   set writes nothing.
+//! - The trace id, when there is one, comes last: it finds a trace's other lines.
 //! - The target (module path) is written only for other crates' events, such as a library's
 //!   warning, where it says who is speaking.
 
@@ -165,6 +166,8 @@ where
         let is_job_line = !fields.head.is_empty();
         fields.head.write(&mut line);
         line.push_str(&fields.message);
+        // The trace id is for finding the other lines of a trace, not for reading: last.
+        fields.rest.sort_by_key(|(name, _)| *name == "trace_id");
         for (name, value) in &fields.rest {
             let skip = MACHINE_ONLY.contains(name)
                 || (*name == "plugin" && is_job_line)
@@ -288,8 +291,8 @@ mod tests {
         assert_eq!(
             after_clock,
             " INFO email.SendEmail 3f2a9c1e attempt=2 job failed, retrying \
-             trace_id=4bf92f3577b34da6a3ce929d0e0e4736 \
-             error=job failed (retryable): smtp server busy"
+             error=job failed (retryable): smtp server busy \
+             trace_id=4bf92f3577b34da6a3ce929d0e0e4736"
         );
         assert_eq!(line.matches("email.SendEmail").count(), 1, "{line}");
         assert!(!line.contains("span_id"), "{line}");
