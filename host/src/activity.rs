@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::job::{Observer, Settled, SettledJob};
+use crate::job::{Observer, PluginChange, Settled, SettledJob};
 use crate::text::{NAME_MAX, bounded};
 
 /// Reload events kept, across all plugin files.
@@ -47,36 +47,7 @@ pub struct ReloadEvent {
     /// The plugin file.
     pub file: String,
     /// What happened.
-    pub change: ReloadChange,
-}
-
-/// What happened to a plugin file, tagged by `kind`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ReloadChange {
-    /// A plugin was loaded where none was.
-    Loaded {
-        /// Its name.
-        plugin: String,
-        /// Its version.
-        version: String,
-    },
-    /// A new version replaced the one loaded from the same file.
-    Replaced {
-        /// Its name.
-        plugin: String,
-        /// The version that served until then.
-        old: String,
-        /// The version that serves since.
-        new: String,
-    },
-    /// The file was refused; what was loaded before keeps serving.
-    Refused {
-        /// Why, bounded.
-        cause: String,
-    },
-    /// The file is gone and its plugin unloaded.
-    Removed,
+    pub change: PluginChange,
 }
 
 /// A failed attempt: retried, or dead-lettered.
@@ -134,7 +105,7 @@ impl Drop for Delivering {
 
 impl Activity {
     /// A plugin file changed as `change`.
-    pub(crate) fn reloaded(&self, file: &str, change: ReloadChange) {
+    pub(crate) fn reloaded(&self, file: &str, change: PluginChange) {
         let event = ReloadEvent {
             at_ms: now_ms(),
             file: bounded(file, NAME_MAX).into_owned(),
@@ -279,11 +250,11 @@ mod tests {
         for n in 0..RELOAD_EVENTS + 5 {
             let file = if n % 2 == 0 { "a.wasm" } else { "b.wasm" };
             let cause = format!("refusal {n}");
-            activity.reloaded(file, ReloadChange::Refused { cause });
+            activity.reloaded(file, PluginChange::Refused { cause });
         }
         let reloads = activity.reloads();
         assert_eq!(reloads.len(), RELOAD_EVENTS);
-        let newest = ReloadChange::Refused {
+        let newest = PluginChange::Refused {
             cause: format!("refusal {}", RELOAD_EVENTS + 4),
         };
         assert_eq!(reloads[0].change, newest, "newest first");

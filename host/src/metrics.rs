@@ -51,7 +51,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::activity::Activity;
-use crate::job::{Observer, SettledJob};
+use crate::job::{Observer, PluginChange, SettledJob};
 
 /// The `Content-Type` of [`Metrics::encode`]'s text: Prometheus text format 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -245,10 +245,13 @@ impl Metrics {
             .inc_by(count);
     }
 
-    /// A plugin file was loaded, replaced its previous version, or was refused.
-    pub(crate) fn plugin_load(&self, outcome: LoadOutcome) {
-        let labels = LoadLabels { outcome };
-        self.inner.plugin_loads.get_or_create(&labels).inc();
+    /// A plugin file changed as `change`: counted when it loaded, replaced or refused a
+    /// binary.
+    pub(crate) fn plugin_changed(&self, change: &PluginChange) {
+        if let Some(outcome) = change.load_outcome() {
+            let labels = LoadLabels { outcome };
+            self.inner.plugin_loads.get_or_create(&labels).inc();
+        }
     }
 }
 
@@ -277,14 +280,6 @@ enum PublishFailure {
     Transient,
 }
 
-/// What a plugin load did, the `outcome` of `jobhost_plugin_loads_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum LoadOutcome {
-    Loaded,
-    Replaced,
-    Refused,
-}
-
 /// Label values that are names of a closed set.
 macro_rules! label_value {
     ($($ty:ty => |$v:ident| $name:expr;)*) => {$(
@@ -301,11 +296,6 @@ label_value! {
     PublishFailure => |k| match k {
         PublishFailure::Permanent => "permanent",
         PublishFailure::Transient => "transient",
-    };
-    LoadOutcome => |o| match o {
-        LoadOutcome::Loaded => "loaded",
-        LoadOutcome::Replaced => "replaced",
-        LoadOutcome::Refused => "refused",
     };
 }
 
@@ -342,7 +332,8 @@ struct PublishLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct LoadLabels {
-    outcome: LoadOutcome,
+    /// [`PluginChange::load_outcome`].
+    outcome: &'static str,
 }
 
 impl Observer for Metrics {
@@ -431,7 +422,9 @@ mod tests {
             elapsed: Duration::from_millis(3),
         });
         metrics.publish_failed(&queue, true);
-        metrics.plugin_load(LoadOutcome::Refused);
+        metrics.plugin_changed(&PluginChange::Refused {
+            cause: "bad".into(),
+        });
         let in_flight = metrics.in_flight();
         let text = metrics.encode();
         drop(in_flight);

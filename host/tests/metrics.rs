@@ -9,10 +9,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use jobhost::activity::ReloadChange;
 use jobhost::admin::{self, AdminAccess, AdminState};
 use jobhost::broker::{Backend, MemoryBackend};
 use jobhost::envelope::Envelope;
+use jobhost::job::PluginChange;
 use jobhost::job::{Invocation, JobSpec, Manifest, Outcome};
 use jobhost::metrics::{self, Metrics};
 use jobhost::plugin::{Engine, EngineConfig};
@@ -283,10 +283,11 @@ async fn each_plugin_load_is_counted_by_outcome_and_kept_in_the_reload_history_w
     let kinds: Vec<&str> = history
         .iter()
         .map(|event| match &event.change {
-            ReloadChange::Loaded { .. } => "loaded",
-            ReloadChange::Replaced { .. } => "replaced",
-            ReloadChange::Refused { .. } => "refused",
-            ReloadChange::Removed => "removed",
+            PluginChange::Loaded { .. } => "loaded",
+            PluginChange::Replaced { .. } => "replaced",
+            PluginChange::Refused { .. } => "refused",
+            PluginChange::Removed => "removed",
+            other => unreachable!("the history keeps only news, not {other:?}"),
         })
         .collect();
     assert_eq!(
@@ -294,7 +295,7 @@ async fn each_plugin_load_is_counted_by_outcome_and_kept_in_the_reload_history_w
         ["removed", "refused", "replaced", "loaded"],
         "newest first"
     );
-    let ReloadChange::Refused { cause } = &history[1].change else {
+    let PluginChange::Refused { cause } = &history[1].change else {
         unreachable!("the second newest is the refusal")
     };
     assert!(

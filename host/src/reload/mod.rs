@@ -25,10 +25,10 @@ use std::time::Duration;
 use jobhost_sdk::QueueConfig;
 use tracing::{error, info, warn};
 
-use crate::activity::{ReloadChange, SHOWN_REASON_MAX};
+use crate::activity::SHOWN_REASON_MAX;
 use crate::broker::BrokerError;
 use crate::grants::{self, Grants, GrantsError, HostSecrets, Identity};
-use crate::metrics::{LoadOutcome, Metrics};
+use crate::metrics::Metrics;
 use crate::plugin::{Engine, LoadError, Plugin};
 use crate::text::bounded;
 use crate::worker::{Handler, Plugins, RegistryError, Unit};
@@ -73,31 +73,7 @@ pub enum ReloadError {
 }
 
 /// What a sync of one file did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// A plugin was loaded where none was.
-    Loaded {
-        /// Its name.
-        name: String,
-        /// Its content hash.
-        version: String,
-    },
-    /// A plugin replaced the version loaded from the same file.
-    Replaced {
-        /// Its name.
-        name: String,
-        /// The version that served until now.
-        old: String,
-        /// The version that serves from now on.
-        new: String,
-    },
-    /// The file holds the version already loaded.
-    Unchanged,
-    /// The file is gone and its plugin unloaded.
-    Removed,
-    /// The file is gone and nothing was loaded from it.
-    Nothing,
-}
+pub use crate::job::PluginChange as Change;
 
 /// Wraps each loaded plugin's handler, e.g. to record invocations in tests.
 pub type WrapHandler = Arc<dyn Fn(Arc<dyn Handler>) -> Arc<dyn Handler> + Send + Sync>;
@@ -263,8 +239,7 @@ impl Loader {
             let removed = self.plugins.remove(&key);
             if removed {
                 info!(file = %path.display(), "plugin file removed: its consumers stop once their jobs finish");
-                let activity = self.metrics.activity();
-                activity.reloaded(&key, ReloadChange::Removed);
+                self.record(&key, &Ok(Change::Removed));
                 return Ok(Change::Removed);
             }
             return Ok(Change::Nothing);
@@ -294,34 +269,18 @@ impl Loader {
         result
     }
 
-    /// Count a load of the file `key` in the metrics and keep it in the reload history.
+    /// Hand what the file `key` did to the metrics and the reload history.
     fn record(&self, key: &str, result: &Result<Change, ReloadError>) {
-        let (outcome, change) = match result {
-            Ok(Change::Loaded { name, version }) => (
-                LoadOutcome::Loaded,
-                ReloadChange::Loaded {
-                    plugin: name.clone(),
-                    version: version.clone(),
-                },
-            ),
-            Ok(Change::Replaced { name, old, new }) => (
-                LoadOutcome::Replaced,
-                ReloadChange::Replaced {
-                    plugin: name.clone(),
-                    old: old.clone(),
-                    new: new.clone(),
-                },
-            ),
-            Ok(_) => return,
-            Err(err) => (
-                LoadOutcome::Refused,
-                ReloadChange::Refused {
-                    cause: bounded(&err.to_string(), SHOWN_REASON_MAX).into_owned(),
-                },
-            ),
+        let change = match result {
+            Ok(change) => change.clone(),
+            Err(err) => Change::Refused {
+                cause: bounded(&err.to_string(), SHOWN_REASON_MAX).into_owned(),
+            },
         };
-        self.metrics.plugin_load(outcome);
-        self.metrics.activity().reloaded(key, change);
+        self.metrics.plugin_changed(&change);
+        if change.is_news() {
+            self.metrics.activity().reloaded(key, change);
+        }
     }
 
     async fn load(&self, path: &Path) -> Result<Plugin, ReloadError> {
@@ -388,14 +347,17 @@ impl Loader {
             Some(old) => {
                 info!(plugin = %name, %old, new = %version, %file, %jobs, %queues, "plugin replaced");
                 Change::Replaced {
-                    name,
+                    plugin: name,
                     old,
                     new: version,
                 }
             }
             None => {
                 info!(plugin = %name, %version, %file, %jobs, %queues, "plugin loaded");
-                Change::Loaded { name, version }
+                Change::Loaded {
+                    plugin: name,
+                    version,
+                }
             }
         })
     }
