@@ -99,25 +99,10 @@ pub async fn run<B: AdminBackend>(
         path: config.plugin_dir.clone(),
         cause,
     })?;
-    let reading = {
-        let (file, host_secrets) = (config.grants_file.clone(), config.host_secrets.clone());
-        tokio::task::spawn_blocking(move || Grants::load(&file, &host_secrets))
+    let Some(grants) = read_grants(&config, &shutdown).await? else {
+        return Ok(());
     };
-    let grants = tokio::select! {
-        () = shutdown.cancelled() => return Ok(()),
-        read = reading => read.map_err(|err| GrantsError::Read {
-            file: config.grants_file.clone(),
-            cause: std::io::Error::other(err),
-        })??,
-    };
-    let granted = grants.plugins().count();
-    match std::fs::exists(&config.grants_file) {
-        Ok(true) => info!(file = %config.grants_file.display(), plugins = granted, "grants loaded"),
-        _ => {
-            info!(file = %config.grants_file.display(), "no grants file: plugins are granted nothing beyond the sandbox")
-        }
-    }
-    let engine = Engine::new(config.engine).map_err(HostError::Engine)?;
+    let engine = Engine::new(config.engine.clone()).map_err(HostError::Engine)?;
     engine.grants().replace(grants);
     let metrics = config.worker.metrics.clone();
     let pool = engine.clone();
@@ -131,13 +116,60 @@ pub async fn run<B: AdminBackend>(
             let backend = declaring.clone();
             Box::pin(async move { backend.declare(&queue).await })
         }));
-    // Each load ends within the engine's load deadline; shutdown need not wait for them.
+    if !load_plugins(&loader, &dir, &shutdown).await? {
+        return Ok(());
+    }
+    let state = AdminState {
+        backend: backend.clone(),
+        plugins: plugins.clone(),
+        granularity: config.worker.retry_granularity,
+        access: config.admin.clone(),
+        metrics,
+        grants: engine.grants().clone(),
+    };
+    serve(loader, dir, admin, state, config, shutdown).await;
+    Ok(())
+}
+
+/// The grants file, read off the runtime; none when shutdown came first.
+async fn read_grants(
+    config: &HostConfig,
+    shutdown: &CancellationToken,
+) -> Result<Option<Grants>, HostError> {
+    let reading = {
+        let (file, host_secrets) = (config.grants_file.clone(), config.host_secrets.clone());
+        tokio::task::spawn_blocking(move || Grants::load(&file, &host_secrets))
+    };
+    let grants = tokio::select! {
+        () = shutdown.cancelled() => return Ok(None),
+        read = reading => read.map_err(|err| GrantsError::Read {
+            file: config.grants_file.clone(),
+            cause: std::io::Error::other(err),
+        })??,
+    };
+    let granted = grants.plugins().count();
+    match std::fs::exists(&config.grants_file) {
+        Ok(true) => info!(file = %config.grants_file.display(), plugins = granted, "grants loaded"),
+        _ => {
+            info!(file = %config.grants_file.display(), "no grants file: plugins are granted nothing beyond the sandbox")
+        }
+    }
+    Ok(Some(grants))
+}
+
+/// Load every plugin of `dir`; false when shutdown came first. Each load ends within the
+/// engine's load deadline, so shutdown need not wait for them.
+async fn load_plugins(
+    loader: &Loader,
+    dir: &Path,
+    shutdown: &CancellationToken,
+) -> Result<bool, HostError> {
     let loaded = tokio::select! {
-        () = shutdown.cancelled() => return Ok(()),
-        loaded = loader.load_dir(&dir) => loaded,
+        () = shutdown.cancelled() => return Ok(false),
+        loaded = loader.load_dir(dir) => loaded,
     };
     let loaded = loaded.map_err(|cause| HostError::PluginDir {
-        path: dir.clone(),
+        path: dir.to_owned(),
         cause,
     })?;
     if loaded == 0 {
@@ -145,23 +177,26 @@ pub async fn run<B: AdminBackend>(
     } else {
         info!(loaded, dir = %dir.display(), "plugins loaded");
     }
+    Ok(true)
+}
 
+/// Follow the plugin directory, serve the admin API (and the demo's jobs), and work the
+/// queues until `shutdown`; then wait for every task.
+async fn serve<B: AdminBackend>(
+    loader: Loader,
+    dir: PathBuf,
+    admin: TcpListener,
+    state: AdminState<B>,
+    config: HostConfig,
+    shutdown: CancellationToken,
+) {
     let mut tasks = JoinSet::new();
     let watch_shutdown = shutdown.clone();
-    let watch_dir = dir.clone();
     tasks.spawn(async move {
-        if let Err(err) = reload::watch(loader, &watch_dir, watch_shutdown).await {
-            error!(error = %err, dir = %watch_dir.display(), "cannot watch the plugin directory: hot reload is off");
+        if let Err(err) = reload::watch(loader, &dir, watch_shutdown).await {
+            error!(error = %err, dir = %dir.display(), "cannot watch the plugin directory: hot reload is off");
         }
     });
-    let state = AdminState {
-        backend: backend.clone(),
-        plugins: plugins.clone(),
-        granularity: config.worker.retry_granularity,
-        access: config.admin,
-        metrics,
-        grants: engine.grants().clone(),
-    };
     let addr = admin
         .local_addr()
         .map(|a| a.to_string())
@@ -174,13 +209,13 @@ pub async fn run<B: AdminBackend>(
         let state = state.clone();
         tasks.spawn(async move { enqueue_demo(&file, &state).await });
     }
+    let (backend, plugins) = (state.backend.clone(), state.plugins.clone());
     tasks.spawn(admin::serve(admin, state, shutdown.clone()));
     Worker::new(backend, plugins, config.worker)
         .run(shutdown)
         .await;
     while tasks.join_next().await.is_some() {}
     info!("host stopped");
-    Ok(())
 }
 
 /// A line of the demo jobs file.
