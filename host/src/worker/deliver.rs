@@ -95,22 +95,7 @@ pub(super) async fn deliver<B: Backend>(
     };
     // Retries and deferrals are made from the envelope, so they carry this.
     envelope.trace = Some(trace.carried.clone());
-    // A debug span: at the default level it costs nothing per job, and the events that an
-    // operator sees at info (retries, deferrals, dead letters) carry the job's fields.
-    let span = debug_span!(
-        "job",
-        job_id = %envelope.job_id,
-        job_type = %bounded(&envelope.job_type, NAME_MAX),
-        attempt = envelope.attempt,
-        plugin = field::Empty,
-        trace_id = %trace.job.trace_id,
-        span_id = %trace.job.span_id,
-        parent_id = field::Empty,
-        sampled = trace.job.sampled(),
-    );
-    if let Some(parent_id) = trace.job.parent_id {
-        span.record("parent_id", field::display(parent_id));
-    }
+    let span = job_span(&envelope, trace.job);
     async {
         let settlement = run(&shared, &envelope, &trace, &span, &mut seen).await;
         let settling = Settling::new(&shared, &queue, &trace, &seen);
@@ -120,6 +105,27 @@ pub(super) async fn deliver<B: Backend>(
     }
     .instrument(span.clone())
     .await;
+}
+
+/// The span a job's delivery runs in. A debug span: at the default level it costs nothing
+/// per job, and the events that an operator sees at info (retries, deferrals, dead
+/// letters) carry the job's fields themselves.
+fn job_span(envelope: &Envelope, trace: JobTrace) -> Span {
+    let span = debug_span!(
+        "job",
+        job_id = %envelope.job_id,
+        job_type = %bounded(&envelope.job_type, NAME_MAX),
+        attempt = envelope.attempt,
+        plugin = field::Empty,
+        trace_id = %trace.trace_id,
+        span_id = %trace.span_id,
+        parent_id = field::Empty,
+        sampled = trace.sampled(),
+    );
+    if let Some(parent_id) = trace.parent_id {
+        span.record("parent_id", field::display(parent_id));
+    }
+    span
 }
 
 async fn run<B: Backend>(
