@@ -100,7 +100,7 @@ async fn a_queue_name_without_room_for_hold_queue_names_is_refused_before_reachi
         .await
         .expect_err("too long");
     assert!(
-        matches!(error, BrokerError::QueueNameTooLong { .. }),
+        matches!(error, BrokerError::InvalidQueueName { .. }),
         "{error}"
     );
 }

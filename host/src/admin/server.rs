@@ -343,7 +343,7 @@ impl From<BrokerError> for ApiError {
         let status = match err {
             BrokerError::Connection(_) | BrokerError::Closed => StatusCode::SERVICE_UNAVAILABLE,
             BrokerError::UnknownQueue(_) => StatusCode::NOT_FOUND,
-            BrokerError::DelayTooLong { .. } | BrokerError::QueueNameTooLong { .. } => {
+            BrokerError::DelayTooLong { .. } | BrokerError::InvalidQueueName { .. } => {
                 StatusCode::BAD_REQUEST
             }
             _ => StatusCode::BAD_GATEWAY,

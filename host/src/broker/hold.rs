@@ -4,12 +4,16 @@ use std::time::Duration;
 
 use super::BrokerError;
 use crate::policy::HoldDelay;
+use crate::text;
 
 pub use crate::job::MAX_HOLD_DELAY;
 
-/// Because AMQP queue names are short strings (at most 255 bytes), a work queue name must
-/// leave room for the longest hold-queue suffix, `.deferred.` plus ten digits.
-const MAX_QUEUE_NAME: usize = 255 - ".deferred.".len() - 10;
+/// The longest AMQP short string: queue names and the `type` property (a job type) are ones.
+pub const SHORT_STRING_MAX: usize = 255;
+
+/// Because a work queue's hold and dead-letter queues are named after it, a name must leave
+/// room for the longest hold-queue suffix, `.deferred.` plus ten digits.
+const MAX_QUEUE_NAME: usize = SHORT_STRING_MAX - ".deferred.".len() - 10;
 
 /// The hold queue for one rounded delay: `{queue}.deferred.{ttl_ms}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -52,15 +56,39 @@ pub fn dead_letter_queue_name(queue: &str) -> String {
     format!("{queue}.dead")
 }
 
-/// Refuse work queue names whose hold queues could not be named.
-pub(crate) fn check_queue_name(queue: &str) -> Result<(), BrokerError> {
-    if queue.len() > MAX_QUEUE_NAME {
-        return Err(BrokerError::QueueNameTooLong {
-            name: queue.to_owned(),
-            max: MAX_QUEUE_NAME,
-        });
+/// The one rule for a work queue's name, which a manifest declares and the broker uses:
+/// not empty, no whitespace or control characters, not the broker's reserved `amq.`
+/// prefix, not a name of another queue's dead-letter or hold queue, and short enough to
+/// leave room for its hold queues' names. The error is the reason, to be put after the name.
+pub fn queue_name_rule(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("it is empty".to_owned());
+    }
+    if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("it contains whitespace or control characters".to_owned());
+    }
+    if name.starts_with("amq.") {
+        return Err("the `amq.` prefix is reserved by the broker".to_owned());
+    }
+    if name.ends_with(&dead_letter_queue_name("")) || name.contains(".deferred.") {
+        return Err("it looks like a dead-letter or hold queue name".to_owned());
+    }
+    if name.len() > MAX_QUEUE_NAME {
+        let longest = HoldQueue::longest(name).name;
+        return Err(format!(
+            "its hold queue `{}` would be longer than {SHORT_STRING_MAX} bytes",
+            text::bounded(&longest, SHORT_STRING_MAX)
+        ));
     }
     Ok(())
+}
+
+/// [`queue_name_rule`], as the broker's error.
+pub(crate) fn check_queue_name(queue: &str) -> Result<(), BrokerError> {
+    queue_name_rule(queue).map_err(|reason| BrokerError::InvalidQueueName {
+        name: text::bounded(queue, SHORT_STRING_MAX).into_owned(),
+        reason,
+    })
 }
 
 #[cfg(test)]
@@ -96,6 +124,19 @@ mod tests {
     fn a_queue_name_that_leaves_no_room_for_hold_queue_names_is_refused() {
         assert!(check_queue_name(&"q".repeat(MAX_QUEUE_NAME)).is_ok());
         let err = check_queue_name(&"q".repeat(MAX_QUEUE_NAME + 1)).expect_err("too long");
-        assert!(err.to_string().contains("is too long"), "{err}");
+        assert!(
+            err.to_string().contains("would be longer than 255 bytes"),
+            "{err}"
+        );
+        for (name, reason) in [
+            ("", "it is empty"),
+            ("a b", "whitespace"),
+            ("amq.x", "reserved"),
+            ("q.dead", "dead-letter or hold queue"),
+            ("q.deferred.1000", "dead-letter or hold queue"),
+        ] {
+            let err = queue_name_rule(name).expect_err(name);
+            assert!(err.contains(reason), "`{name}`: {err}");
+        }
     }
 }

@@ -32,7 +32,9 @@ pub use dead::{
     DeadLetterList, DeadLetterView, DeadLetters, EXCERPT_MAX, HEADER_VALUE_MAX, HEADERS_MAX,
     LISTING_MAX_BYTES, Replayed,
 };
-pub use hold::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
+pub use hold::{
+    HoldQueue, MAX_HOLD_DELAY, SHORT_STRING_MAX, dead_letter_queue_name, queue_name_rule,
+};
 pub use memory::{DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery};
 pub use rabbitmq::{
     RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqOptions, ReconnectBackoff,
@@ -144,13 +146,13 @@ pub enum BrokerError {
         /// The delay asked for.
         delay: Duration,
     },
-    /// The queue name leaves no room for its hold and dead-letter queue names.
-    #[error("queue name `{name}` is too long: at most {max} bytes leave room for its hold queues")]
-    QueueNameTooLong {
-        /// The queue name.
+    /// The queue name breaks [`queue_name_rule`].
+    #[error("queue name `{name}` is invalid: {reason}")]
+    InvalidQueueName {
+        /// The queue name, bounded.
         name: String,
-        /// The longest name accepted.
-        max: usize,
+        /// Which part of the rule it breaks.
+        reason: String,
     },
     /// The queue was never declared.
     #[error("queue `{0}` is not declared")]
@@ -219,7 +221,7 @@ impl BrokerError {
     pub fn is_permanent(&self) -> bool {
         match self {
             Self::DelayTooLong { .. }
-            | Self::QueueNameTooLong { .. }
+            | Self::InvalidQueueName { .. }
             | Self::UnknownQueue(_)
             | Self::Unroutable { .. }
             | Self::Refused { .. }

@@ -15,7 +15,7 @@
 
 /// The most bytes of a follow-up's job type: an AMQP short string, as job types travel in
 /// message properties.
-pub(super) const JOB_TYPE_MAX: usize = 255;
+pub(super) const JOB_TYPE_MAX: usize = crate::broker::SHORT_STRING_MAX;
 
 /// The most bytes of a panic message the host accepts; the guest is about to abort, and a
 /// longer message is a flood, not a diagnosis.

@@ -10,12 +10,9 @@ use std::time::Duration;
 use jobhost_sdk::{Backoff, QueueConfig, QueueType, RetryPolicy};
 
 use super::bindings::types as wit;
-use crate::broker::{HoldQueue, MAX_HOLD_DELAY, dead_letter_queue_name};
+use crate::broker::{MAX_HOLD_DELAY, SHORT_STRING_MAX, queue_name_rule};
 use crate::job::{JobSpec, Manifest, ManifestError};
 use crate::text::{self, NAME_MAX};
-
-/// The longest queue name AMQP accepts (a short string).
-const AMQP_MAX_NAME: usize = 255;
 
 /// Turn the guest's manifest into host types, refusing what the host cannot honour.
 pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestError> {
@@ -122,7 +119,7 @@ fn job_spec(job: wit::JobConfig) -> Result<JobSpec, ManifestError> {
     if job.name.is_empty() {
         return Err(invalid("it is empty"));
     }
-    if job.name.len() > AMQP_MAX_NAME {
+    if job.name.len() > SHORT_STRING_MAX {
         return Err(invalid("it is longer than 255 bytes"));
     }
     if job.name.chars().any(char::is_control) {
@@ -137,45 +134,18 @@ fn job_spec(job: wit::JobConfig) -> Result<JobSpec, ManifestError> {
     })
 }
 
-/// Because hold and dead-letter queues are named after the work queue, a name must leave
-/// room for the longest of them, and must not be one of another queue's derived names.
+/// [`queue_name_rule`], as a manifest's error.
 fn check_queue_name(name: &str) -> Result<(), ManifestError> {
-    let invalid = |reason: String| ManifestError::InvalidQueueName {
+    queue_name_rule(name).map_err(|reason| ManifestError::InvalidQueueName {
         name: shown(name),
         reason,
-    };
-    if name.is_empty() {
-        return Err(invalid("it is empty".to_owned()));
-    }
-    if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(invalid(
-            "it contains whitespace or control characters".to_owned(),
-        ));
-    }
-    if name.starts_with("amq.") {
-        return Err(invalid(
-            "the `amq.` prefix is reserved by the broker".to_owned(),
-        ));
-    }
-    if name.ends_with(&dead_letter_queue_name("")) || name.contains(".deferred.") {
-        return Err(invalid(
-            "it looks like a dead-letter or hold queue name".to_owned(),
-        ));
-    }
-    let longest = HoldQueue::longest(name).name;
-    if longest.len() > AMQP_MAX_NAME {
-        return Err(invalid(format!(
-            "its hold queue `{}` would be longer than {AMQP_MAX_NAME} bytes",
-            shown(&longest)
-        )));
-    }
-    Ok(())
+    })
 }
 
 /// A guest's name as an error message shows it: escaped, and whole up to the longest name
 /// AMQP accepts.
 fn shown(name: &str) -> String {
-    text::bounded(name, AMQP_MAX_NAME).into_owned()
+    text::bounded(name, SHORT_STRING_MAX).into_owned()
 }
 
 fn retry_policy(
