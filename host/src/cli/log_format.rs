@@ -93,8 +93,14 @@ impl Fields {
 }
 
 impl Visit for Fields {
+    /// A string field is quoted, as `tracing`'s own format does, so a value with spaces
+    /// cannot pose as more fields; the job's own fields are names and ids, shown bare.
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.record(field, value.to_owned());
+        if matches!(field.name(), "job_type" | "job_id" | "attempt") {
+            self.record(field, value.to_owned());
+        } else {
+            self.record(field, format!("{value:?}"));
+        }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
@@ -171,7 +177,7 @@ where
         for (name, value) in &fields.rest {
             let skip = MACHINE_ONLY.contains(name)
                 || (*name == "plugin" && is_job_line)
-                || (*name == "source" && value == "log");
+                || (*name == "source" && value == "\"log\"");
             if skip || value.is_empty() {
                 continue;
             }
@@ -291,8 +297,8 @@ mod tests {
         assert_eq!(
             after_clock,
             " INFO email.SendEmail 3f2a9c1e attempt=2 job failed, retrying \
-             error=job failed (retryable): smtp server busy \
-             trace_id=4bf92f3577b34da6a3ce929d0e0e4736"
+             error=\"job failed (retryable): smtp server busy\" \
+             trace_id=\"4bf92f3577b34da6a3ce929d0e0e4736\""
         );
         assert_eq!(line.matches("email.SendEmail").count(), 1, "{line}");
         assert!(!line.contains("span_id"), "{line}");
@@ -321,7 +327,7 @@ mod tests {
                 job_id = JOB_ID,
                 attempt = 1,
                 source = "log",
-                fields = "to=\"alice@example.com\"",
+                fields = tracing::field::display("to=\"alice@example.com\""),
                 "email sent"
             );
             info!(
@@ -330,7 +336,7 @@ mod tests {
                 job_id = JOB_ID,
                 attempt = 1,
                 source = "stdout",
-                fields = "",
+                fields = tracing::field::display(""),
                 "hello"
             );
         });
@@ -343,7 +349,7 @@ mod tests {
             lines[0]
         );
         assert!(
-            lines[1].ends_with("t 3f2a9c1e attempt=1 hello source=stdout"),
+            lines[1].ends_with(r#"t 3f2a9c1e attempt=1 hello source="stdout""#),
             "{}",
             lines[1]
         );
