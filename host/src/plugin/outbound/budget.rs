@@ -40,7 +40,9 @@
 //! must be matched here, which the flood tests of `plugin_budgets.rs` would show.
 
 use wasmtime::StoreContextMut;
-use wasmtime::component::{ComponentType, Lift, Linker, Resource, WasmList, WasmStr};
+use wasmtime::component::{
+    ComponentType, Lift, Linker, LinkerInstance, Resource, WasmList, WasmStr,
+};
 use wasmtime_wasi::p2::DynOutputStream;
 use wasmtime_wasi_http::p2::bindings::http::{outgoing_handler, types};
 use wasmtime_wasi_http::p2::{HeaderError, HttpError};
@@ -110,6 +112,35 @@ pub(in crate::plugin) fn add_to_linker(linker: &mut Linker<JobState>) -> wasmtim
 
 fn shadow(linker: &mut Linker<JobState>) -> wasmtime::Result<()> {
     let mut types = linker.instance(TYPES)?;
+    shadow_fields(&mut types)?;
+    shadow_request(&mut types)?;
+    types.func_wrap(
+        "[constructor]request-options",
+        |mut store: Store<'_>, (): ()| {
+            host_api::call(&mut store)?;
+            let mut http = store.data_mut().http();
+            Ok((types::HostRequestOptions::new(&mut http)?,))
+        },
+    )?;
+    let mut handler = linker.instance(HANDLER)?;
+    handler.func_wrap(
+        "handle",
+        |mut store: Store<'_>,
+         (request, options): (
+            Resource<types::OutgoingRequest>,
+            Option<Resource<types::RequestOptions>>,
+        )| {
+            host_api::call(&mut store)?;
+            let mut http = store.data_mut().http();
+            let handled = outgoing_handler::Host::handle(&mut http, request, options);
+            Ok((http_result(handled)?,))
+        },
+    )?;
+    Ok(())
+}
+
+/// The `fields` constructors and setters: header names and values, charged as they come.
+fn shadow_fields(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<()> {
     types.func_wrap("[constructor]fields", |mut store: Store<'_>, (): ()| {
         host_api::call(&mut store)?;
         let mut http = store.data_mut().http();
@@ -193,6 +224,11 @@ fn shadow(linker: &mut Linker<JobState>) -> wasmtime::Result<()> {
             Ok((types::HostFields::clone(&mut http, fields)?,))
         },
     )?;
+    Ok(())
+}
+
+/// The `outgoing-request` constructor and setters, and the writes of its body.
+fn shadow_request(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<()> {
     types.func_wrap(
         "[constructor]outgoing-request",
         |mut store: Store<'_>, (headers,): (Resource<FieldMap>,)| {
@@ -290,28 +326,6 @@ fn shadow(linker: &mut Linker<JobState>) -> wasmtime::Result<()> {
             let stream: Result<Resource<DynOutputStream>, ()> =
                 types::HostOutgoingBody::write(&mut http, body)?;
             Ok((stream,))
-        },
-    )?;
-    types.func_wrap(
-        "[constructor]request-options",
-        |mut store: Store<'_>, (): ()| {
-            host_api::call(&mut store)?;
-            let mut http = store.data_mut().http();
-            Ok((types::HostRequestOptions::new(&mut http)?,))
-        },
-    )?;
-    let mut handler = linker.instance(HANDLER)?;
-    handler.func_wrap(
-        "handle",
-        |mut store: Store<'_>,
-         (request, options): (
-            Resource<types::OutgoingRequest>,
-            Option<Resource<types::RequestOptions>>,
-        )| {
-            host_api::call(&mut store)?;
-            let mut http = store.data_mut().http();
-            let handled = outgoing_handler::Host::handle(&mut http, request, options);
-            Ok((http_result(handled)?,))
         },
     )?;
     Ok(())
