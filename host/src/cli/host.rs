@@ -1,7 +1,7 @@
 //! `jobhost run`: a host on RabbitMQ or on the in-memory broker, until Ctrl-C or SIGTERM.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -66,16 +66,7 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
     )?;
     paths::write_token(&token_file, &token)?;
     info!(file = %token_file.display(), "admin token written; the client commands and `jobhost dashboard` read it from there");
-    let host_secrets = broker_access::refused_as_secrets(
-        &args.broker,
-        HostSecrets::default()
-            .file(&token_file, "the admin token file")
-            .dir(&cache_dir, "the host's compiled-plugin cache"),
-    );
-    let host_secrets = match paths::default_state_dir() {
-        Ok(state) => host_secrets.dir(state, "the host's state directory"),
-        Err(_) => host_secrets,
-    };
+    let host_secrets = host_secrets(args, &token_file, &cache_dir);
     let _token_file = RemoveOnDrop(token_file);
     // Before the plugins load, so the demo jobs find it listening.
     let _demo_server = if args.demo {
@@ -106,28 +97,48 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         demo_jobs: args.demo.then(|| dir.join(DEMO_JOBS)),
         admin: AdminAccess::new(token, &args.admin, bound),
     };
-    match args.broker.amqp() {
-        Some(url) => {
-            let options = broker_access::broker_options(
-                &args.broker,
-                RabbitMqOptions::default().metrics(metrics),
-            )?;
-            let backend = RabbitMqBackend::connect(&url, options)
-                .await
-                .context("cannot connect to RabbitMQ")?;
-            let backend = Arc::new(backend);
-            let served = app::run(Arc::clone(&backend), admin, config, shutdown).await;
-            // Acks go out in batches: closing here, before the runtime ends, sends the
-            // last of them, so a stopped host hands back no job it finished.
-            backend.close().await;
-            served?;
-        }
-        None => {
-            warn_memory_backend();
-            app::run(MemoryBackend::embedded(), admin, config, shutdown).await?;
-        }
+    run_on_backend(args, metrics, admin, config, shutdown).await
+}
+
+/// What no secret of the grants file may name: the admin token file, the host's cache and
+/// state directories, and the broker's credentials.
+fn host_secrets(args: &HostArgs, token_file: &Path, cache_dir: &Path) -> HostSecrets {
+    let host_secrets = broker_access::refused_as_secrets(
+        &args.broker,
+        HostSecrets::default()
+            .file(token_file, "the admin token file")
+            .dir(cache_dir, "the host's compiled-plugin cache"),
+    );
+    match paths::default_state_dir() {
+        Ok(state) => host_secrets.dir(state, "the host's state directory"),
+        Err(_) => host_secrets,
     }
-    Ok(())
+}
+
+/// Run the host on RabbitMQ when a broker URL is given, else on the embedded backend.
+async fn run_on_backend(
+    args: &HostArgs,
+    metrics: Metrics,
+    admin: TcpListener,
+    config: HostConfig,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let Some(url) = args.broker.amqp() else {
+        warn_memory_backend();
+        app::run(MemoryBackend::embedded(), admin, config, shutdown).await?;
+        return Ok(());
+    };
+    let options =
+        broker_access::broker_options(&args.broker, RabbitMqOptions::default().metrics(metrics))?;
+    let backend = RabbitMqBackend::connect(&url, options)
+        .await
+        .context("cannot connect to RabbitMQ")?;
+    let backend = Arc::new(backend);
+    let served = app::run(Arc::clone(&backend), admin, config, shutdown).await;
+    // Acks go out in batches: closing here, before the runtime ends, sends the last of
+    // them, so a stopped host hands back no job it finished.
+    backend.close().await;
+    Ok(served?)
 }
 
 /// `--config`, else the demo's file in the plugin directory with `--demo`, else the
