@@ -47,7 +47,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use super::server::ApiError;
+use super::error::ApiError;
 use super::session::{SESSION_LIFETIME, SessionId, Sessions, random_secret};
 
 /// Browsers send it with every request; `cross-site` means another site's page, and

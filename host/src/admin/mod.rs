@@ -48,20 +48,22 @@ pub mod api;
 mod client;
 pub mod dashboard;
 mod dead;
+mod error;
 mod grants_view;
 mod jobs;
 mod server;
 mod session;
+mod state;
 
 pub use access::AdminAccess;
 pub use client::{AdminClient, ClientError};
 pub use dead::AdminBackend;
 pub use jobs::enqueue;
 pub use server::{
-    AdminState, DEFAULT_DEAD_LIMIT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_DEAD_LIMIT, router,
-    serve,
+    DEFAULT_DEAD_LIMIT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_DEAD_LIMIT, router, serve,
 };
 pub use session::{LOGIN_LIFETIME, MAX_PENDING_LOGINS, MAX_SESSIONS, SESSION_LIFETIME};
+pub use state::AdminState;
 
 /// Where the admin API listens unless told otherwise.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7878";

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router, middleware};
 use hyper::server::conn::http1;
@@ -19,44 +18,25 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::access::{self, AdminAccess};
+use super::access;
 use super::api::{
-    DeadLetterList, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
-    PurgeReport, ReplayReport,
+    DeadLetterList, EnqueueRequest, Enqueued, Health, PluginView, PolicyReport, PurgeReport,
+    ReplayReport,
 };
 use super::dashboard;
 use super::dead::AdminBackend;
+use super::error::ApiError;
 use super::jobs::enqueue;
-use crate::broker::{BrokerError, dead_letter_queue_name};
-use crate::grants::SharedGrants;
-use crate::metrics::Metrics;
-use crate::policy::Granularity;
+use super::state::AdminState;
+use crate::broker::dead_letter_queue_name;
 use crate::text::{NAME_MAX, bounded};
 use crate::trace::TraceContext;
-use crate::worker::Plugins;
 
 /// How many dead letters `GET /dead/{queue}` lists unless `?limit=` says otherwise.
 pub const DEFAULT_DEAD_LIMIT: usize = 100;
 /// The most `GET /dead/{queue}?limit=` accepts, because a listing reads each letter up to
 /// its limit off the broker, one at a time, whatever its byte cap leaves out.
 pub const MAX_DEAD_LIMIT: usize = 1000;
-
-/// What the admin API serves from.
-#[derive(Debug, Clone)]
-pub struct AdminState<B> {
-    /// The broker the host works on.
-    pub backend: B,
-    /// The live registry.
-    pub plugins: Plugins,
-    /// The delay step enqueues are rounded to, the host's retry granularity.
-    pub granularity: Granularity,
-    /// Who may call the API.
-    pub access: AdminAccess,
-    /// What `GET /metrics` serves: the metrics the worker and the loader count into.
-    pub metrics: Metrics,
-    /// The grants in force, shown with each plugin.
-    pub grants: SharedGrants,
-}
 
 /// The routes of the [module's table](super), each behind [`AdminAccess`]'s checks: the
 /// open ones (health, metrics, the page and its files, whether a browser is signed in, the
@@ -306,19 +286,6 @@ fn no_dead_letter(queue: &str, job_id: Uuid) -> ApiError {
     )
 }
 
-/// An error answer: a status and a message saying what to do.
-#[derive(Debug)]
-pub(super) struct ApiError {
-    pub(super) status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    pub(super) fn new(status: StatusCode, message: String) -> Self {
-        Self { status, message }
-    }
-}
-
 /// The value is not echoed: it may be anything, of any length.
 fn bad_traceparent() -> ApiError {
     ApiError::new(
@@ -330,39 +297,10 @@ fn bad_traceparent() -> ApiError {
 }
 
 fn no_handler(job_type: &str) -> ApiError {
-    ApiError {
-        status: StatusCode::NOT_FOUND,
-        message: format!(
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
             "no loaded plugin serves job type `{job_type}`; `jobhost plugins` lists the job types"
         ),
-    }
-}
-
-impl From<BrokerError> for ApiError {
-    fn from(err: BrokerError) -> Self {
-        let status = match err {
-            BrokerError::Connection(_) | BrokerError::Closed => StatusCode::SERVICE_UNAVAILABLE,
-            BrokerError::UnknownQueue(_) => StatusCode::NOT_FOUND,
-            BrokerError::DelayTooLong { .. } | BrokerError::InvalidQueueName { .. } => {
-                StatusCode::BAD_REQUEST
-            }
-            _ => StatusCode::BAD_GATEWAY,
-        };
-        Self {
-            status,
-            message: err.to_string(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(ErrorBody {
-                error: self.message,
-            }),
-        )
-            .into_response()
-    }
+    )
 }

@@ -47,8 +47,9 @@ use tracing::{info, warn};
 
 use super::AdminBackend;
 use super::access::Caller;
-use super::server::{AdminState, ApiError};
+use super::error::ApiError;
 use super::session::{LOGIN_LIFETIME, SESSION_LIFETIME};
+use super::state::AdminState;
 use crate::metrics;
 use overview::Depths;
 pub use overview::{DEPTH_MAX_AGE, DEPTH_TIMEOUT, Overview, QueueOverview};
