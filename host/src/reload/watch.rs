@@ -55,7 +55,6 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
             Err(err) => warn!(error = %err, "plugin directory watch error"),
         })?;
     watcher.watch(dir, RecursiveMode::NonRecursive)?;
-    info!(dir = %dir.display(), "watching the plugin directory for changes");
     // A grants file elsewhere is watched through its directory, so that replacing it (as
     // editors and deploys do) is seen too.
     // A directory that does not exist (the default configuration directory of a host
@@ -66,6 +65,9 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
     {
         warn!(dir = %parent.display(), error = %err, "cannot watch the grants file's directory: a grants file written there is read at the next start");
     }
+    // Said once every watch is in place, because whoever waits for this line (an operator,
+    // a test) may change the grants file next.
+    info!(dir = %dir.display(), "watching the plugin directory for changes");
     let mut due: HashMap<PathBuf, Instant> = HashMap::new();
     loop {
         let next = due.values().min().copied();
