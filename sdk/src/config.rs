@@ -50,7 +50,7 @@ impl From<ConfigError> for JobError {
 /// use jobhost_sdk::config;
 /// use jobhost_sdk::prelude::*;
 ///
-/// // As the README writes it.
+/// // As docs/plugin-authors.md writes it.
 /// fn region() -> Result<String, JobError> {
 ///     Ok(config::get("region")?.unwrap_or_else(|| "eu-west-1".to_owned()))
 /// }

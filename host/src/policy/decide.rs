@@ -2,7 +2,8 @@
 //! number, the attempt's outcome and the hold queues' granularity. A pure function; the
 //! worker publishes, acks and logs what it returns.
 //!
-//! The story of a job that fails, as the user's guide tells it (README, "Retries"):
+//! The story of a job that fails, as the user's guide tells it (docs/plugin-authors.md,
+//! "Retries and backoff"):
 //!
 //! 1. **It completed.** Its follow-ups are published, then it is acked.
 //! 2. **It failed fatally**, or the guest could not decode its payload: no retry policy can
