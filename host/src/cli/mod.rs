@@ -300,7 +300,8 @@ enum DeadAction {
         #[arg(long, default_value_t = DEFAULT_DEAD_LIMIT)]
         limit: usize,
     },
-    /// Put the dead letters of QUEUE back on it, as attempt 1 with their job ids.
+    /// Put the dead letters of QUEUE back on it, as attempt 1 with their job ids and no
+    /// deadline.
     Replay {
         #[command(flatten)]
         client: ClientArgs,
