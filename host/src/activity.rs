@@ -50,7 +50,7 @@ pub struct ReloadEvent {
     pub change: PluginChange,
 }
 
-/// A failed attempt: retried, or dead-lettered.
+/// A failed attempt, retried or dead-lettered, or a job that expired.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
     /// When it was settled, in milliseconds since the Unix epoch.
@@ -63,7 +63,7 @@ pub struct Failure {
     pub job_id: Option<Uuid>,
     /// The attempt that failed (0 when the message was not an envelope).
     pub attempt: u32,
-    /// `retried` or `dead_lettered`: the [`Settled::label`] of its settlement.
+    /// `retried`, `expired` or `dead_lettered`: the [`Settled::label`] of its settlement.
     pub outcome: String,
     /// Why, bounded to [`SHOWN_REASON_MAX`].
     pub reason: String,
@@ -80,6 +80,8 @@ pub struct QueueActivity {
     pub retried: u64,
     /// Deferred.
     pub deferred: u64,
+    /// Expired: not run because their deadline passed (and dead-lettered as such).
+    pub expired: u64,
     /// Dead-lettered.
     pub dead_lettered: u64,
 }
@@ -90,6 +92,7 @@ struct QueueCounters {
     completed: AtomicU64,
     retried: AtomicU64,
     deferred: AtomicU64,
+    expired: AtomicU64,
     dead_lettered: AtomicU64,
 }
 
@@ -136,6 +139,7 @@ impl Activity {
                 completed: read(&q.completed),
                 retried: read(&q.retried),
                 deferred: read(&q.deferred),
+                expired: read(&q.expired),
                 dead_lettered: read(&q.dead_lettered),
             }
         })
@@ -174,19 +178,21 @@ impl Activity {
 }
 
 impl Observer for Activity {
-    /// Count the settlement on its queue; keep a retried or dead-lettered attempt with its
-    /// reason.
+    /// Count the settlement on its queue; keep a retried, expired or dead-lettered job
+    /// with its reason.
     fn settled(&self, job: &SettledJob<'_>) {
         let counters = self.counters(job.queue);
         let counter = match job.settled {
             Settled::Completed => &counters.completed,
             Settled::Retried => &counters.retried,
             Settled::Deferred => &counters.deferred,
+            Settled::Expired(_) => &counters.expired,
             Settled::DeadLettered(_) => &counters.dead_lettered,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         let reason = match (job.settled, job.failure) {
             (Settled::DeadLettered(cause), _) => cause.to_string(),
+            (Settled::Expired(expired), _) => expired.to_string(),
             (Settled::Retried, Some(failure)) => failure.to_owned(),
             _ => return,
         };
@@ -274,8 +280,12 @@ mod tests {
         let activity = Activity::default();
         let queue: Arc<str> = "q".into();
         let delivering = activity.delivering(&queue);
+        let expired = crate::job::Deadline::from_epoch_ms(0)
+            .check(1, || crate::job::Start::Delivery)
+            .expect_err("expired");
         for settled in [
             Settled::Completed,
+            Settled::Expired(expired.clone()),
             Settled::DeadLettered(crate::job::DeadCause::Malformed),
         ] {
             activity.settled(&SettledJob {
@@ -289,7 +299,13 @@ mod tests {
         }
         let counts = activity.queue("q");
         assert_eq!((counts.in_flight, counts.completed), (1, 1));
-        assert_eq!(counts.dead_lettered, 1);
+        assert_eq!((counts.expired, counts.dead_lettered), (1, 1));
+        let failures = activity.failures();
+        assert_eq!(
+            (failures[1].outcome.as_str(), failures[1].reason.clone()),
+            ("expired", expired.to_string()),
+            "an expired job is shown with its reason"
+        );
         drop(delivering);
         assert_eq!(activity.queue("q").in_flight, 0);
         assert_eq!(activity.queue("unknown"), QueueActivity::default());

@@ -33,6 +33,7 @@ use crate::admin::{self, AdminAccess, AdminBackend, AdminState};
 use crate::files::{self, Rules};
 use crate::grants::{Grants, GrantsError, HostSecrets};
 use crate::plugin::{Engine, EngineConfig, EngineError};
+use crate::producer::EnqueueOptions;
 use crate::reload::{self, Loader};
 use crate::worker::{Plugins, Worker, WorkerConfig};
 
@@ -261,9 +262,8 @@ async fn enqueue_demo<B: AdminBackend>(file: &Path, state: &AdminState<B>) {
             &route.queue,
             &job.job_type,
             &job.payload,
-            None,
+            EnqueueOptions::new(),
             state.granularity,
-            None,
         )
         .await
         {

@@ -4,16 +4,24 @@
 //! interoperate with jobhost: unknown fields are ignored, missing `deferrals`/`priority`
 //! default to 0, and `correlation_id` is carried through retries untouched.
 //!
+//! `expires_at_ms` is jobhost's own: the job's [`Deadline`], omitted when it has none, so
+//! queuey reads the envelope as before (its workers ignore the field, and their retries
+//! drop it). It is the job's deadline, not an attempt's: retries and deferrals keep it; a
+//! replay from the dead letters clears it. A number in `0..=u64::MAX` is a deadline
+//! (`0` long past, `u64::MAX` never), `null` none, anything else (a string, a negative or
+//! fractional number, one past `u64::MAX`) makes the body a malformed envelope.
+//!
 //! The trace context is not in the body: it travels in the message's `traceparent` and
 //! `tracestate` headers (see [`crate::trace`]), which [`Envelope::trace`] holds on its way
 //! to and from the broker.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::job::{Deadline, now_ms};
 use crate::trace::TraceContext;
 
 /// One job on the wire.
@@ -39,6 +47,10 @@ pub struct Envelope {
     /// as a trace context (see [`crate::trace`], rule 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
+    /// When the job expires: delivered then or later, it is settled as expired without
+    /// running (see [`crate::job::Expired`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<Deadline>,
     /// The trace context of the message's headers, not of its body: set by the worker and
     /// producers before a publish, read from the headers by the broker.
     #[serde(skip)]
@@ -57,6 +69,7 @@ impl PartialEq for Envelope {
             && self.deferrals == other.deferrals
             && self.priority == other.priority
             && self.correlation_id == other.correlation_id
+            && self.expires_at_ms == other.expires_at_ms
             && self.trace == other.trace
             && self.payload.get() == other.payload.get()
     }
@@ -84,6 +97,7 @@ impl Envelope {
             deferrals: 0,
             priority: 0,
             correlation_id: None,
+            expires_at_ms: None,
             trace: None,
             payload,
         }
@@ -170,14 +184,9 @@ struct Head {
     priority: u8,
     #[serde(default)]
     correlation_id: Option<String>,
+    #[serde(default)]
+    expires_at_ms: Option<u64>,
     payload: serde::de::IgnoredAny,
-}
-
-fn now_ms() -> u64 {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -252,6 +261,80 @@ mod tests {
         assert_eq!(
             Envelope::decode(&envelope.encode()).expect("decodes"),
             envelope
+        );
+    }
+
+    /// An envelope body whose `expires_at_ms` is `value`, as JSON text.
+    fn expiring(value: &str) -> String {
+        format!(
+            r#"{{"job_id":"0b7d8a8e-3c5e-4b8e-9d5e-2f1b9c1a7e10","job_type":"t","queue":"q",
+            "attempt":1,"enqueued_at_ms":5,"payload":{{}},"expires_at_ms":{value}}}"#
+        )
+    }
+
+    #[test]
+    fn any_u64_is_a_deadline_null_is_none_and_any_other_expiry_is_a_malformed_envelope() {
+        let deadlines = [
+            ("0", Some(0)),
+            ("1796630462000", Some(1_796_630_462_000)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("null", None),
+        ];
+        for (value, deadline) in deadlines {
+            let body = expiring(value);
+            let envelope = Envelope::decode(body.as_bytes()).expect("decodes");
+            assert_eq!(
+                envelope.expires_at_ms.map(Deadline::epoch_ms),
+                deadline,
+                "{value}"
+            );
+            assert!(
+                Envelope::head(body.as_bytes()).is_some(),
+                "{value} has a head"
+            );
+        }
+        for value in [
+            r#""soon""#,
+            "-1",
+            "1.5",
+            "18446744073709551616",
+            "1e400",
+            "{}",
+        ] {
+            let body = expiring(value);
+            assert!(
+                Envelope::decode(body.as_bytes()).is_err(),
+                "`{value}` is malformed"
+            );
+            assert_eq!(
+                Envelope::head(body.as_bytes()),
+                None,
+                "`{value}` has no head"
+            );
+        }
+    }
+
+    #[test]
+    fn an_envelope_without_an_expiry_is_written_without_the_field() {
+        let envelope = Envelope::new("t", "q", payload("{}"));
+        let text = String::from_utf8(envelope.encode()).expect("utf-8");
+        assert!(!text.contains("expires_at_ms"), "{text}");
+    }
+
+    #[test]
+    fn retries_and_deferrals_keep_the_jobs_deadline() {
+        let deadline = Some(Deadline::from_epoch_ms(1_796_630_462_000));
+        let first = Envelope {
+            expires_at_ms: deadline,
+            ..Envelope::new("t", "q", payload("{}"))
+        };
+        let again = first.deferred(3).next_attempt().routed_to("other");
+        assert_eq!(again.expires_at_ms, deadline);
+        assert_eq!(
+            Envelope::decode(&again.encode())
+                .expect("decodes")
+                .expires_at_ms,
+            deadline
         );
     }
 

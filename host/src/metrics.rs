@@ -8,8 +8,8 @@
 //!
 //! | name | type | labels |
 //! |---|---|---|
-//! | `jobhost_jobs_total` | counter | `queue`, `job_type`, `outcome` (`completed`, `retried`, `deferred`, `dead_lettered`) |
-//! | `jobhost_dead_letters_total` | counter | `queue`, `cause` (see [`DeadCause::label`](crate::job::DeadCause::label)) |
+//! | `jobhost_jobs_total` | counter | `queue`, `job_type`, `outcome` (`completed`, `retried`, `deferred`, `expired`, `dead_lettered`) |
+//! | `jobhost_dead_letters_total` | counter | `queue`, `cause` (see [`DeadCause::label`](crate::job::DeadCause::label)); expired jobs are not counted here, though their messages go to the dead-letter queue too |
 //! | `jobhost_job_duration_seconds` | histogram | `job_type`: the handler's run time |
 //! | `jobhost_delivery_duration_seconds` | histogram | `job_type`: a whole delivery, from its pull to its settlement |
 //! | `jobhost_jobs_in_flight` | gauge | none: deliveries being run or settled now |

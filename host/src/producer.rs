@@ -6,8 +6,14 @@
 //! (the `jobhost-e2e` crate's doc holds the example that must not compile).
 //!
 //! Every job a producer publishes starts a new trace (a `traceparent` header with a fresh
-//! trace id), unless it is enqueued with [`Producer::enqueue_in_trace`], whose context
-//! makes the job a child of the caller's span (see [`crate::trace`]).
+//! trace id), unless it is enqueued with [`Producer::enqueue_in_trace`] or
+//! [`EnqueueOptions::trace`], whose context makes the job a child of the caller's span
+//! (see [`crate::trace`]).
+//!
+//! A job enqueued with [`EnqueueOptions::expires_in`] carries a deadline (`expires_at_ms`,
+//! read on this machine's clock): delivered at or after it, the job is settled as expired
+//! without running and its message goes to the dead-letter queue (see
+//! [`crate::job::Expired`]).
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -18,6 +24,7 @@ use uuid::Uuid;
 
 use crate::broker::{Backend, BrokerError};
 use crate::envelope::Envelope;
+use crate::job::Deadline;
 use crate::policy::{Granularity, HoldDelay};
 use crate::trace::TraceContext;
 
@@ -70,7 +77,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
 
     /// Publish `job` now, in a new trace. Returns its job id once the broker confirmed it.
     pub async fn enqueue<J: Job<Queues = Q>>(&self, job: &J) -> Result<Uuid, ProduceError> {
-        self.publish(envelope(job)?, None).await
+        self.enqueue_with(job, EnqueueOptions::new()).await
     }
 
     /// Publish `job` now in the caller's trace: `trace` is the caller's context (its
@@ -80,11 +87,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         job: &J,
         trace: TraceContext,
     ) -> Result<Uuid, ProduceError> {
-        let envelope = Envelope {
-            trace: Some(trace),
-            ..envelope(job)?
-        };
-        self.publish(envelope, None).await
+        self.enqueue_with(job, EnqueueOptions::new().trace(trace))
+            .await
     }
 
     /// Publish `job` to be delivered after `delay`, behind whatever is queued then. A delay
@@ -95,7 +99,20 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         job: &J,
         delay: Duration,
     ) -> Result<Uuid, ProduceError> {
-        self.publish(envelope(job)?, Some(delay)).await
+        self.enqueue_with(job, EnqueueOptions::new().delay(delay))
+            .await
+    }
+
+    /// Publish `job` as `options` say: when it is delivered, when it expires, in which
+    /// trace. Returns its job id once the broker confirmed it; a delay longer than a hold
+    /// queue can hold is refused as by [`enqueue_after`](Self::enqueue_after).
+    pub async fn enqueue_with<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        options: EnqueueOptions,
+    ) -> Result<Uuid, ProduceError> {
+        let (envelope, delay) = envelope(job, options)?;
+        self.publish(envelope, delay).await
     }
 
     /// Publish `job` to be delivered after `delay` at its queue's top priority, ahead of
@@ -105,7 +122,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         job: &J,
         delay: Duration,
     ) -> Result<Uuid, ProduceError> {
-        let mut envelope = envelope(job)?;
+        let (mut envelope, _) = envelope(job, EnqueueOptions::new())?;
         envelope.priority = J::QUEUE.config().max_priority;
         self.publish(envelope, Some(delay)).await
     }
@@ -135,14 +152,75 @@ pub(crate) async fn publish_first_attempt<B: Backend>(
     Ok(delay)
 }
 
-fn envelope<J: Job>(job: &J) -> Result<Envelope, ProduceError> {
+/// How a job is enqueued. Built from [`EnqueueOptions::new`], whose defaults are: delivered
+/// now, never expires, in a new trace.
+#[derive(Debug, Clone, Default)]
+pub struct EnqueueOptions {
+    delay: Option<Duration>,
+    expires_in: Option<Duration>,
+    trace: Option<TraceContext>,
+}
+
+impl EnqueueOptions {
+    /// Delivered now, never expires, in a new trace.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Deliver after `delay`, rounded up to the granularity (at most
+    /// [`MAX_HOLD_DELAY`](crate::broker::MAX_HOLD_DELAY)).
+    pub fn delay(self, delay: Duration) -> Self {
+        Self {
+            delay: Some(delay),
+            ..self
+        }
+    }
+
+    /// The job expires `expires_in` after it is enqueued, on this machine's clock:
+    /// delivered at or after that, it is settled as expired without running. A delay as
+    /// long or longer makes a job that expires when it is delivered; a length past the end
+    /// of time never expires.
+    pub fn expires_in(self, expires_in: Duration) -> Self {
+        Self {
+            expires_in: Some(expires_in),
+            ..self
+        }
+    }
+
+    /// Join the caller's trace: `trace`'s `traceparent` is the new job's parent.
+    pub fn trace(self, trace: TraceContext) -> Self {
+        Self {
+            trace: Some(trace),
+            ..self
+        }
+    }
+
+    /// The first attempt of a new job of `job_type` on `queue` with `payload`, enqueued
+    /// now: in its trace (a new one by default), with its deadline when it expires; and
+    /// the delay to publish it after, not yet rounded.
+    pub(crate) fn first_attempt(
+        self,
+        job_type: impl Into<String>,
+        queue: impl Into<String>,
+        payload: Box<RawValue>,
+    ) -> (Envelope, Option<Duration>) {
+        let envelope = Envelope {
+            trace: Some(self.trace.unwrap_or_else(TraceContext::start)),
+            expires_at_ms: self.expires_in.map(Deadline::from_now),
+            ..Envelope::new(job_type, queue, payload)
+        };
+        (envelope, self.delay)
+    }
+}
+
+fn envelope<J: Job>(
+    job: &J,
+    options: EnqueueOptions,
+) -> Result<(Envelope, Option<Duration>), ProduceError> {
     let serialize = |cause| ProduceError::Serialize {
         job_type: J::NAME,
         cause,
     };
     let payload: Box<RawValue> = serde_json::value::to_raw_value(job).map_err(serialize)?;
-    Ok(Envelope {
-        trace: Some(TraceContext::start()),
-        ..Envelope::new(J::NAME, J::QUEUE.name(), payload)
-    })
+    Ok(options.first_attempt(J::NAME, J::QUEUE.name(), payload))
 }

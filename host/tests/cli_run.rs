@@ -1,7 +1,7 @@
-//! `jobhost run` on the memory backend, driven through the real binary: enqueue, dead
-//! letters, policies, exit codes and a clean Ctrl-C, also while a plugin hangs loading;
-//! a log without credentials, and `jobhost dashboard`'s link; plugin files that are too
-//! large or not regular files refused without being read.
+//! `jobhost run` on the memory backend, driven through the real binary: enqueue (with an
+//! expiry too), dead letters, policies, exit codes and a clean Ctrl-C, also while a plugin
+//! hangs loading; a log without credentials, and `jobhost dashboard`'s link; plugin files
+//! that are too large or not regular files refused without being read.
 
 mod cli_support;
 
@@ -33,6 +33,72 @@ fn an_enqueued_job_is_processed_by_the_running_host() {
     host.wait_for_line(PROCESSING, |l| {
         l.contains(logged_id(&job_id)) && l.contains("job completed")
     });
+}
+
+#[test]
+fn a_job_enqueued_with_expires_in_runs_before_its_deadline_and_is_dead_lettered_after_it() {
+    let host = Host::start(&["scripted"]);
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    let on_time = json_of(&host.cli(&[
+        "enqueue",
+        "scripted.SendEmail",
+        r#"{"key": "on-time@example.com"}"#,
+        "--expires-in",
+        "10m",
+        "--json",
+    ]));
+    let expires_at_ms = u128::from(on_time["expires_at_ms"].as_u64().expect("an expiry"));
+    assert!(
+        (before + 600_000..before + 660_000).contains(&expires_at_ms),
+        "ten minutes from the enqueue: {expires_at_ms}, enqueued after {before}"
+    );
+    let job_id = on_time["job_id"].as_str().expect("a job id").to_owned();
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains(logged_id(&job_id)) && l.contains("job completed")
+    });
+
+    // Delivered after 2 s, a second after its deadline.
+    let said = stdout_of(&host.cli(&[
+        "enqueue",
+        "scripted.BareJob",
+        r#"{"key": "late"}"#,
+        "--delay",
+        "2s",
+        "--expires-in",
+        "1s",
+    ]));
+    assert!(
+        said.contains(", delivered in 2s, expires at 20"),
+        "the command says when the job expires: {said}"
+    );
+    let job_id = said
+        .split("as job ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the command names the job")
+        .to_owned();
+    let expired = host.wait_for_line(PROCESSING, |l| {
+        l.contains(logged_id(&job_id)) && l.contains("job expired")
+    });
+    assert!(
+        expired.contains("expired: delivered at "),
+        "the log says why: {expired}"
+    );
+    let listed = stdout_of(&host.cli(&["dead", "list", "test.bare"]));
+    assert!(
+        listed.contains(&job_id) && listed.contains("expired: delivered at "),
+        "`dead list` shows the expired job; it printed:\n{listed}"
+    );
+    assert!(
+        !host
+            .log_lines()
+            .iter()
+            .any(|l| l.contains(logged_id(&job_id)) && l.contains("job dead-lettered")),
+        "an expired job is not reported as a failure"
+    );
 }
 
 #[test]

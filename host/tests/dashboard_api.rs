@@ -1,14 +1,16 @@
 //! What the dashboard's page reads, without a browser: the overview of a host on the
 //! memory backend, and the live stream, which ends when the host shuts down so that a
 //! page left open never holds up Ctrl-C, and of which each session has slots of its own.
+//! And what the admin API's `POST /jobs` makes of each `expires_in_ms`.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use jobhost::admin::api::EnqueueRequest;
 use jobhost::admin::dashboard::{MAX_STREAMS_PER_CALLER, Overview};
 use jobhost::admin::{self, AdminAccess, AdminClient, AdminState};
 use jobhost::broker::{Backend, MemoryBackend};
 use jobhost::grants::SharedGrants;
-use jobhost::job::{JobSpec, Manifest, Outcome};
+use jobhost::job::{Deadline, JobSpec, Manifest, Outcome};
 use jobhost::metrics::Metrics;
 use jobhost::policy::Granularity;
 use jobhost::testing::native_unit;
@@ -24,6 +26,11 @@ const TOKEN: &str = "token";
 /// The admin API of a host with one plugin serving `jobs.Work` on queue `work`, whose
 /// broker holds one dead letter, until `stop`.
 async fn host(stop: &CancellationToken) -> String {
+    host_on(&MemoryBackend::new(), stop).await
+}
+
+/// [`host`], on `backend`.
+async fn host_on(backend: &MemoryBackend, stop: &CancellationToken) -> String {
     let mut queue = QueueConfig::new("work");
     queue.retry = RetryPolicy::fixed(3, Duration::from_secs(2));
     let job = JobSpec {
@@ -44,7 +51,6 @@ async fn host(stop: &CancellationToken) -> String {
         |_: &jobhost::job::Invocation<'_>| Outcome::Completed { follow_ups: vec![] },
     );
     plugins.install(unit).expect("installs");
-    let backend = MemoryBackend::new();
     for queue in plugins.current().queues() {
         backend.declare(queue).await.expect("declared");
     }
@@ -59,7 +65,7 @@ async fn host(stop: &CancellationToken) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let addr = listener.local_addr().expect("its address");
     let state = AdminState {
-        backend,
+        backend: backend.clone(),
         plugins,
         granularity: Granularity::default(),
         access: AdminAccess::new(TOKEN, "127.0.0.1:0", addr),
@@ -212,10 +218,16 @@ async fn each_session_follows_the_host_in_pages_of_its_own_so_none_takes_every_s
 
 /// The whole answer to `METHOD path` sent with the host's token.
 async fn call(addr: &str, method: &str, path: &str) -> String {
+    send(addr, method, path, "").await
+}
+
+/// `method path` with the JSON `body`, as the token holder: the whole answer.
+async fn send(addr: &str, method: &str, path: &str, body: &str) -> String {
     let mut stream = TcpStream::connect(addr).await.expect("connects");
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
-         Content-Length: 0\r\nConnection: close\r\n\r\n"
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     );
     stream.write_all(request.as_bytes()).await.expect("sends");
     let mut answer = String::new();
@@ -251,5 +263,84 @@ async fn dead_letters_are_served_only_for_the_queues_of_loaded_plugins() {
     let listed: jobhost::broker::DeadLetterList = serde_json::from_str(body).expect("a listing");
     assert_eq!(listed.letters.len(), 1, "the plugin's queue is served");
     assert_eq!(listed.letters[0].body, "not an envelope");
+    stop.cancel();
+}
+
+fn now_ms() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970");
+    u64::try_from(since.as_millis()).expect("fits")
+}
+
+/// The status code of `POST /jobs` with `body`, sent as the token holder.
+async fn post_jobs(addr: &str, body: &str) -> u16 {
+    let answer = send(addr, "POST", "/jobs", body).await;
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("an HTTP status line: {answer}"))
+}
+
+#[tokio::test]
+async fn any_expires_in_ms_is_a_deadline_and_one_that_is_not_a_u64_is_refused() {
+    let (backend, stop) = (MemoryBackend::new(), CancellationToken::new());
+    let addr = host_on(&backend, &stop).await;
+    let client = AdminClient::new(addr.as_str()).with_token(TOKEN);
+    let cases = [
+        (None, None),
+        (Some(600_000), Some(600_000)),
+        (Some(0), Some(0)),
+        (Some(u64::MAX), None),
+    ];
+    for (expires_in_ms, from_now) in cases {
+        let before = now_ms();
+        let request = EnqueueRequest {
+            job_type: "jobs.Work".into(),
+            payload: serde_json::json!({}),
+            delay_ms: None,
+            expires_in_ms,
+            traceparent: None,
+        };
+        let enqueued = client.enqueue(&request).await.expect("enqueued");
+        let after = now_ms();
+        match (expires_in_ms, from_now) {
+            (None, _) => assert_eq!(enqueued.expires_at_ms, None, "no expiry, no deadline"),
+            (_, Some(ms)) => {
+                let deadline = enqueued.expires_at_ms.expect("a deadline");
+                assert!(
+                    (before + ms..=after + ms).contains(&deadline),
+                    "{ms} ms from the enqueue: {deadline}"
+                );
+            }
+            (Some(_), None) => assert_eq!(
+                enqueued.expires_at_ms,
+                Some(u64::MAX),
+                "a length past the end of time saturates to a deadline that never comes"
+            ),
+        }
+        let held = backend.pending("work");
+        let envelope = held.last().expect("the job is on its queue");
+        assert_eq!(envelope.job_id, enqueued.job_id);
+        assert_eq!(
+            envelope.expires_at_ms,
+            enqueued.expires_at_ms.map(Deadline::from_epoch_ms),
+            "the envelope carries the deadline the answer names"
+        );
+    }
+    for value in [r#""10m""#, "-1", "1.5", "18446744073709551616"] {
+        let body = format!(r#"{{"job_type":"jobs.Work","payload":{{}},"expires_in_ms":{value}}}"#);
+        assert_eq!(
+            post_jobs(&addr, &body).await,
+            422,
+            "`{value}` is not a number of milliseconds"
+        );
+    }
+    assert_eq!(
+        backend.pending("work").len(),
+        4,
+        "nothing more was enqueued"
+    );
     stop.cancel();
 }

@@ -1,10 +1,11 @@
-//! The typed producer on the memory backend: what it publishes. What it refuses to compile
+//! The typed producer on the memory backend: what it publishes, delays and expiries too. What it refuses to compile
 //! is the `compile_fail` example in the `producer` module's doc.
 
 use std::time::Duration;
 
 use jobhost::broker::MemoryBackend;
-use jobhost::producer::Producer;
+use jobhost::job::Deadline;
+use jobhost::producer::{EnqueueOptions, Producer};
 use jobhost_sdk::{Job, Queues};
 use serde::{Deserialize, Serialize};
 
@@ -86,5 +87,37 @@ async fn defer_holds_the_job_and_returns_it_at_the_queues_top_priority() {
     assert_eq!(
         (held[0].delay, held[0].envelope.priority),
         (Duration::from_secs(3), 7)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_with_an_expiry_writes_the_deadline_and_a_delayed_job_is_held_with_it() {
+    let (backend, producer) = producer().await;
+    let before = Deadline::from_now(Duration::from_secs(600));
+    let options = EnqueueOptions::new()
+        .delay(Duration::from_millis(1500))
+        .expires_in(Duration::from_secs(600));
+    producer
+        .enqueue_with(&PlaceOrder { sku: "A-4".into() }, options)
+        .await
+        .expect("enqueued");
+    let after = Deadline::from_now(Duration::from_secs(600));
+    let held = backend.deferred("shop.orders");
+    assert_eq!(held[0].delay, Duration::from_secs(2));
+    let deadline = held[0].envelope.expires_at_ms.expect("a deadline");
+    assert!(
+        (before..=after).contains(&deadline),
+        "ten minutes from the enqueue: {deadline}"
+    );
+
+    let forever = EnqueueOptions::new().expires_in(Duration::MAX);
+    producer
+        .enqueue_with(&PlaceOrder { sku: "A-5".into() }, forever)
+        .await
+        .expect("enqueued");
+    assert_eq!(
+        backend.pending("shop.orders")[0].expires_at_ms,
+        Some(Deadline::from_epoch_ms(u64::MAX)),
+        "a length past the end of time saturates to a deadline that never comes"
     );
 }

@@ -11,19 +11,18 @@ use std::time::Duration;
 
 use jobhost::broker::{Backend, BrokerError, DeadLetterOut};
 use jobhost::envelope::Envelope;
-use jobhost::job::{JobSpec, Manifest, Outcome};
+use jobhost::job::Outcome;
 use jobhost::testing::native_unit;
-use jobhost::worker::{Plugins, Worker, WorkerConfig};
+use jobhost::worker::Plugins;
 use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
 use lapin::options::QueueDeleteOptions;
 use serde_json::value::RawValue;
-use support::worker::eventually;
+use support::worker::{one_job, serve_until};
 use support::{
     Cleanup, PATIENCE, backend, connections_named, hold, publish_plainly, raw_channel, ready,
     take_death_reasons, unique, within,
 };
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
 fn envelope(job_type: &str, queue: &str, payload: &str) -> Envelope {
     let payload = RawValue::from_string(payload.to_owned()).expect("json");
@@ -62,16 +61,7 @@ async fn one_hostile_message_of_each_kind_ends_on_one_connection_while_the_jobs_
     let _cleanup = Cleanup::new(&[&name]);
     let mut queue = QueueConfig::new(&name);
     queue.retry = RetryPolicy::fixed(3, Duration::from_millis(100));
-    let manifest = Manifest {
-        name: "hostile".into(),
-        queues: vec![queue.clone()],
-        jobs: vec![JobSpec {
-            name: "hostile.Job".into(),
-            queue: name.clone(),
-            retry: None,
-            timeout: None,
-        }],
-    };
+    let manifest = one_job("hostile", &queue, "hostile.Job");
     let plugins = Plugins::new();
     plugins
         .install(native_unit("hostile", manifest, |job| {
@@ -99,12 +89,10 @@ async fn one_hostile_message_of_each_kind_ends_on_one_connection_while_the_jobs_
         publish_plainly(&channel, &name, &job.encode()).await;
     }
 
-    let shutdown = CancellationToken::new();
-    let worker = tokio::spawn(
-        Worker::new(Arc::clone(&backend), plugins, WorkerConfig::default()).run(shutdown.clone()),
-    );
     let dead = format!("{name}.dead");
-    eventually(
+    serve_until(
+        Arc::clone(&backend),
+        plugins,
         PATIENCE * 3,
         "three dead letters and an empty queue",
         || async {
@@ -114,10 +102,6 @@ async fn one_hostile_message_of_each_kind_ends_on_one_connection_while_the_jobs_
         },
     )
     .await;
-    shutdown.cancel();
-    within(PATIENCE, "the worker to stop", worker)
-        .await
-        .expect("no panic");
 
     let mut reasons = take_death_reasons(&channel, &name).await;
     for reason in &reasons {

@@ -4,9 +4,11 @@
 mod support;
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use jobhost::broker::{Backend, Consumer, Delivery};
 use jobhost::envelope::Envelope;
+use jobhost::job::Deadline;
 use jobhost_sdk::QueueConfig;
 use lapin::types::{AMQPValue, ShortString};
 use serde::{Deserialize, Serialize};
@@ -97,7 +99,11 @@ async fn a_job_jobhost_publishes_decodes_as_a_queuey_envelope_and_runs_in_a_queu
         .await
         .expect("declared");
     let payload = RawValue::from_string(r#"{"n":7}"#.to_owned()).expect("valid json");
-    let job = Envelope::new("interop::Ping", name, payload).deferred(10);
+    // With a deadline, which queuey does not know and ignores.
+    let job = Envelope {
+        expires_at_ms: Some(Deadline::from_now(Duration::from_secs(600))),
+        ..Envelope::new("interop::Ping", name, payload).deferred(10)
+    };
 
     let theirs = queuey::Envelope::from_bytes(&job.encode()).expect("queuey decodes our body");
     assert_eq!(theirs.job_id, job.job_id);

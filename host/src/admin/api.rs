@@ -379,6 +379,11 @@ pub struct EnqueueRequest {
     /// Deliver after this long instead of now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    /// The job expires this long after it is enqueued, on the host's clock: delivered at or
+    /// after that, it is settled as expired without running. `0` expires at once; a length
+    /// past the end of time never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in_ms: Option<u64>,
     /// A W3C `traceparent` (`00-{trace id}-{parent id}-{flags}`) whose trace the job
     /// joins, as a child of the parent id; without one the job starts a new trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -394,6 +399,9 @@ pub struct Enqueued {
     pub queue: String,
     /// The delay it waits, rounded up to the host's retry granularity.
     pub delay_ms: Option<u64>,
+    /// When it expires, in milliseconds since the Unix epoch, when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
     /// The trace the job belongs to: the `traceparent`'s, or a new one (32 hex digits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,

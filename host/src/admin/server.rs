@@ -29,6 +29,7 @@ use super::error::ApiError;
 use super::jobs::enqueue;
 use super::state::AdminState;
 use crate::broker::dead_letter_queue_name;
+use crate::producer::EnqueueOptions;
 use crate::text::{NAME_MAX, bounded};
 use crate::trace::TraceContext;
 
@@ -171,20 +172,25 @@ async fn enqueue_job<B: AdminBackend>(
     let route = registry
         .route(&request.job_type)
         .ok_or_else(|| no_handler(&request.job_type))?;
-    let delay = request.delay_ms.map(Duration::from_millis);
-    let trace = request
-        .traceparent
-        .as_deref()
-        .map(|value| TraceContext::from_headers(value.as_bytes(), None).ok_or_else(bad_traceparent))
-        .transpose()?;
+    let mut options = EnqueueOptions::new();
+    if let Some(ms) = request.delay_ms {
+        options = options.delay(Duration::from_millis(ms));
+    }
+    if let Some(ms) = request.expires_in_ms {
+        options = options.expires_in(Duration::from_millis(ms));
+    }
+    if let Some(value) = request.traceparent.as_deref() {
+        let trace =
+            TraceContext::from_headers(value.as_bytes(), None).ok_or_else(bad_traceparent)?;
+        options = options.trace(trace);
+    }
     let enqueued = enqueue(
         &state.backend,
         &route.queue,
         &request.job_type,
         &request.payload,
-        delay,
+        options,
         state.granularity,
-        trace,
     )
     .await?;
     tracing::info!(job_type = %request.job_type, job_id = %enqueued.job_id, queue = %enqueued.queue, "job enqueued through the admin API");

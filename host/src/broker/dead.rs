@@ -141,12 +141,15 @@ pub struct Replayed {
     pub skipped: u32,
 }
 
-/// The envelope a replay publishes: the same job, as a first attempt on `queue`.
+/// The envelope a replay publishes: the same job, as a first attempt on `queue`, without
+/// its deadline, because an operator who replays a job wants it run, and an expired job
+/// replayed with its deadline would only expire again.
 pub(crate) fn first_attempt(queue: &str, envelope: Envelope) -> Envelope {
     Envelope {
         queue: queue.to_owned(),
         attempt: 1,
         priority: 0,
+        expires_at_ms: None,
         ..envelope
     }
 }
@@ -292,6 +295,21 @@ mod tests {
     use serde_json::value::RawValue;
 
     use super::*;
+
+    #[test]
+    fn a_replay_is_a_first_attempt_of_the_same_job_without_its_deadline() {
+        let payload = RawValue::from_string("{}".to_owned()).expect("json");
+        let letter = Envelope {
+            expires_at_ms: Some(crate::job::Deadline::from_epoch_ms(5)),
+            ..Envelope::new("t", "q", payload).deferred(9).next_attempt()
+        };
+        let replayed = first_attempt("q", letter.clone());
+        assert_eq!(replayed.job_id, letter.job_id);
+        assert_eq!(
+            (replayed.attempt, replayed.priority, replayed.expires_at_ms),
+            (1, 0, None)
+        );
+    }
 
     fn headers(reason: &str) -> Vec<(String, String)> {
         vec![

@@ -268,6 +268,10 @@ struct EnqueueArgs {
     /// Deliver after this long, e.g. `30s`.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     delay: Option<Duration>,
+    /// The job expires this long after now, e.g. `10m`: delivered later, it is not run
+    /// but dead-lettered as expired.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    expires_in: Option<Duration>,
     /// The job's queue, for RabbitMQ without a running host to ask.
     #[arg(long, value_name = "QUEUE")]
     queue: Option<String>,
@@ -296,7 +300,8 @@ enum DeadAction {
         #[arg(long, default_value_t = DEFAULT_DEAD_LIMIT)]
         limit: usize,
     },
-    /// Put the dead letters of QUEUE back on it, as attempt 1 with their job ids.
+    /// Put the dead letters of QUEUE back on it, as attempt 1 with their job ids and no
+    /// deadline.
     Replay {
         #[command(flatten)]
         client: ClientArgs,

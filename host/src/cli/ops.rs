@@ -15,7 +15,9 @@ use jobhost::admin::api::{
 use jobhost::admin::{self, AdminClient};
 use jobhost::broker::{DeadLetters, RabbitMqBackend, RabbitMqOptions};
 use jobhost::grants::Pin;
+use jobhost::job::Deadline;
 use jobhost::policy::Granularity;
+use jobhost::producer::EnqueueOptions;
 use jobhost_sdk::QueueConfig;
 use serde::Serialize;
 
@@ -34,6 +36,7 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
                 job_type: args.job_type.clone(),
                 payload: args.payload.clone(),
                 delay_ms: args.delay.map(millis),
+                expires_in_ms: args.expires_in.map(millis),
                 traceparent: args.traceparent.as_ref().map(|t| t.parent.to_string()),
             };
             client.enqueue(&request).await?
@@ -57,9 +60,8 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
                 &queue,
                 &args.job_type,
                 &args.payload,
-                args.delay,
+                options(&args),
                 Granularity::default(),
-                args.traceparent.clone(),
             )
             .await
             .with_context(|| format!("cannot enqueue on `{}`", queue.name))?
@@ -72,16 +74,35 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
         .delay_ms
         .map(|ms| format!(", delivered in {}", duration(ms)))
         .unwrap_or_default();
+    let expires = enqueued
+        .expires_at_ms
+        .map(|ms| format!(", expires at {}", Deadline::from_epoch_ms(ms)))
+        .unwrap_or_default();
     let trace = enqueued
         .trace_id
         .as_deref()
         .map(|trace_id| format!(", trace {trace_id}"))
         .unwrap_or_default();
     println!(
-        "enqueued {} as job {} on queue {}{delay}{trace}",
+        "enqueued {} as job {} on queue {}{delay}{expires}{trace}",
         args.job_type, enqueued.job_id, enqueued.queue
     );
     Ok(())
+}
+
+/// What `enqueue`'s flags ask of a job published straight to the broker.
+fn options(args: &EnqueueArgs) -> EnqueueOptions {
+    let mut options = EnqueueOptions::new();
+    if let Some(delay) = args.delay {
+        options = options.delay(delay);
+    }
+    if let Some(expires_in) = args.expires_in {
+        options = options.expires_in(expires_in);
+    }
+    if let Some(trace) = &args.traceparent {
+        options = options.trace(trace.clone());
+    }
+    options
 }
 
 /// `jobhost plugins`.

@@ -7,15 +7,20 @@
 //! - [`Settled`], [`DeadCause`], [`SettledJob`], [`Observer`]: how a delivery was settled, the
 //!   one event its observers read.
 //! - [`PluginChange`]: what a load of one plugin file did.
+//! - [`Deadline`], [`Expired`], [`Start`]: when a job expires, and a start that would come
+//!   after it.
 //! - [`MAX_HOLD_DELAY`], [`DelayTooLong`]: how long a job can wait in a hold queue.
 
 mod delay;
+mod expiry;
 mod invocation;
 mod manifest;
 mod plugin_change;
 mod settled;
 
 pub use delay::{DelayTooLong, MAX_HOLD_DELAY};
+pub use expiry::{Deadline, Expired, Start};
+pub(crate) use expiry::{now_ms, now_plus};
 pub use invocation::{FollowUp, Invocation, Outcome};
 pub use manifest::{JobSpec, Manifest, ManifestError};
 pub use plugin_change::PluginChange;

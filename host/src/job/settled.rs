@@ -14,9 +14,11 @@
 //! written where it decides and settles, because they carry the job's span.
 //!
 //! # Contract
-//! - [`Settled`] is the whole story of a settlement: completed, retried, deferred, or
-//!   dead-lettered with a [`DeadCause`]. Observers match on it; a new variant is a compile
-//!   error in each of them until it is mapped.
+//! - [`Settled`] is the whole story of a settlement: completed, retried, deferred, expired
+//!   (see [`Expired`]), or dead-lettered with a [`DeadCause`]. Observers match on it; a new
+//!   variant is a compile error in each of them until it is mapped.
+//! - An expired job goes to the dead-letter queue too, where an operator looks, but it is
+//!   not a failure: it counts as `expired`, not under `jobhost_dead_letters_total`.
 //! - A dead letter's reason (the `x-death-reason` header, the log line, the dashboard) is
 //!   rendered from its cause by `Display`, never parsed back into one: the metrics label is
 //!   [`DeadCause::label`], so rewording a reason cannot move its dead letters to another
@@ -31,7 +33,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::DelayTooLong;
+use super::{DelayTooLong, Expired};
 
 /// One settled delivery, as its observers see it.
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +79,10 @@ pub enum Settled {
     Retried,
     /// The handler deferred the job: it waits in a hold queue without spending an attempt.
     Deferred,
+    /// The job's deadline passed before it was delivered, or would pass before its retry
+    /// or deferral came back: it did not run (again), and its message is in the
+    /// dead-letter queue of the queue it came from, with the expiry as its reason.
+    Expired(Expired),
     /// The message is in the dead-letter queue of the queue it came from, for `cause`.
     DeadLettered(DeadCause),
 }
@@ -88,6 +94,7 @@ impl Settled {
             Self::Completed => "completed",
             Self::Retried => "retried",
             Self::Deferred => "deferred",
+            Self::Expired(_) => "expired",
             Self::DeadLettered(_) => "dead_lettered",
         }
     }
@@ -96,7 +103,7 @@ impl Settled {
     pub fn dead_cause(&self) -> Option<&DeadCause> {
         match self {
             Self::DeadLettered(cause) => Some(cause),
-            Self::Completed | Self::Retried | Self::Deferred => None,
+            Self::Completed | Self::Retried | Self::Deferred | Self::Expired(_) => None,
         }
     }
 }

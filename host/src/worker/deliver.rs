@@ -4,14 +4,22 @@
 //!    that failed to settle [`WorkerConfig::max_redeliveries`](super::WorkerConfig) times
 //!    is dead-lettered as poison without running.
 //! 1. Decode the envelope; a body that is not one is dead-lettered raw as
-//!    `malformed envelope`.
+//!    `malformed envelope`. A job whose deadline (`expires_at_ms`) the host's wall clock
+//!    has reached is settled as expired without running: its message goes to the
+//!    dead-letter queue with the expiry as its reason, whatever else is wrong with it.
 //! 2. Refuse a payload above the size limit; find the route of its job type in the registry
 //!    of *now*; none is dead-lettered as ``no handler for job type `X` ``.
 //! 3. Resolve the effective policy and timeout now.
 //! 4. Run the handler.
 //! 5. Ask [`policy::decide`](crate::policy::decide) what becomes of the attempt (ack after
 //!    publishing follow-ups, retry or defer through a hold queue, or dead-letter with a
-//!    [`DeadCause`]), then settle it (see [`settle`](super::settle)).
+//!    [`DeadCause`]), then settle it (see [`settle`](super::settle)). A retry or deferral
+//!    whose hold would end at or after the job's deadline is settled as expired at once,
+//!    instead of holding a job that can only expire in a hold queue.
+//!
+//! Expiry reads the host's wall clock, against a deadline the producer computed on its
+//! own: a producer clock ahead of the host's gives its jobs that much longer, one behind,
+//! that much less (`crate::job::Deadline`).
 //!
 //! Where a job comes back: retries and deferrals go to the queue its job type's route
 //! declares, whatever queue the envelope names (the envelope is rewritten to name it), so
@@ -47,7 +55,7 @@ use super::settle::{DeliveryOf, Settlement, Settling};
 use super::unsettled::{MessageKey, Unsettled};
 use crate::broker::{Backend, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{DeadCause, Delayed, FollowUp, Invocation, Outcome};
+use crate::job::{DeadCause, Delayed, FollowUp, Invocation, Outcome, Start, now_ms, now_plus};
 use crate::policy::{Decision, DelayTooLong, HoldDelay, decide, effective_timeout};
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::{DeliveryTrace, JobTrace, TraceId};
@@ -135,13 +143,23 @@ async fn run<B: Backend>(
     span: &Span,
     seen: &mut Observation<'_>,
 ) -> Settlement {
+    let registry = shared.plugins.current();
+    if let Some(deadline) = envelope.expires_at_ms
+        && let Err(expired) = deadline.check(now_ms(), || Start::Delivery)
+    {
+        // Counted under its job type when a plugin serves it, because which job type
+        // expires is what an operator asks first.
+        if let Some(route) = registry.route(&envelope.job_type) {
+            seen.counts_under(route);
+        }
+        return Settlement::expire(expired, envelope.attempt);
+    }
     let size = envelope.payload.get().len();
     if size > shared.config.max_payload_bytes {
         let limit = shared.config.max_payload_bytes;
         let cause = DeadCause::PayloadTooLarge { size, limit };
         return Settlement::dead_letter(cause, envelope.attempt);
     }
-    let registry = shared.plugins.current();
     let Some(route) = registry.route(&envelope.job_type).cloned() else {
         let job_type = bounded(&envelope.job_type, NAME_MAX).into_owned();
         return Settlement::dead_letter(DeadCause::NoHandler { job_type }, envelope.attempt);
@@ -227,6 +245,9 @@ fn settlement(
             follow_ups: Vec::new(),
         },
         Decision::Defer { delay, reason } => {
+            if let Some(expired) = expires_while_held(envelope, delay, || Start::Deferral) {
+                return expired;
+            }
             info!(
                 job_id = %envelope.job_id,
                 %job_type,
@@ -245,6 +266,12 @@ fn settlement(
         }
         Decision::Retry { delay, failure } => {
             let error = bounded(&failure.to_string(), REASON_MAX).into_owned();
+            let retry = || Start::Retry {
+                failure: error.clone(),
+            };
+            if let Some(expired) = expires_while_held(envelope, delay, retry) {
+                return expired;
+            }
             info!(
                 job_id = %envelope.job_id,
                 %job_type,
@@ -261,6 +288,18 @@ fn settlement(
         }
         Decision::DeadLetter(cause) => Settlement::dead_letter(cause, envelope.attempt),
     }
+}
+
+/// The settlement of a job whose retry or deferral, held for `delay` from now, would come
+/// back at or after its deadline: expired now, rather than held until it can only expire.
+fn expires_while_held(
+    envelope: &Envelope,
+    delay: HoldDelay,
+    start: impl FnOnce() -> Start,
+) -> Option<Settlement> {
+    let deadline = envelope.expires_at_ms?;
+    let expired = deadline.check(now_plus(delay.get()), start).err()?;
+    Some(Settlement::expire(expired, envelope.attempt))
 }
 
 /// Why the follow-ups of a completed attempt cannot be published.

@@ -376,6 +376,8 @@ impl<B: Backend> ConsumeLoop<B> {
 #[cfg(test)]
 mod ending_tests;
 #[cfg(test)]
+mod expiry_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod trace_tests;

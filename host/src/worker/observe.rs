@@ -53,6 +53,12 @@ impl<'a> Observation<'a> {
         }
     }
 
+    /// The delivery counts under the job type of `route` from now on: a loaded
+    /// manifest's, so the label set stays bounded.
+    pub(super) fn counts_under(&mut self, route: &Route) {
+        self.series.job_type = route.job_type.clone();
+    }
+
     /// Run `handler`, the handler of `route`, timing it; the delivery counts under the
     /// route's job type from now on.
     pub(super) async fn handler(
@@ -60,7 +66,7 @@ impl<'a> Observation<'a> {
         route: &Route,
         handler: impl Future<Output = Outcome>,
     ) -> Outcome {
-        self.series.job_type = route.job_type.clone();
+        self.counts_under(route);
         let started = Instant::now();
         let output = handler.await;
         self.metrics

@@ -1,19 +1,22 @@
 //! Step 5 of the per-delivery algorithm: publish what replaces a delivery, then ack it.
 //!
+//! An expired job is published to the dead-letter queue like a dead letter, with its
+//! expiry as the reason, and observed as [`Settled::Expired`].
+//!
 //! A publish that can never succeed ([`BrokerError::is_permanent`]) turns the settlement
 //! into a dead letter naming the cause; any other failure gives the delivery back to the
 //! broker, counted, so its redelivery waits a backoff (step 0). Every message published
 //! carries its trace context: follow-ups theirs (set by the worker), retries and
 //! deferrals the envelope's, dead letters the delivery's [`DeliveryTrace::carried`].
 
-use tracing::{debug, error, warn};
+use tracing::{debug, error, field, info, warn};
 
 use super::Shared;
 use super::observe::Observation;
 use super::unsettled::MessageKey;
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{DeadCause, Settled};
+use crate::job::{DeadCause, Expired, Settled};
 use crate::policy::HoldDelay;
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::DeliveryTrace;
@@ -42,6 +45,14 @@ pub(super) enum Settlement {
         reason: String,
         attempts: u32,
     },
+    /// Not run (again), because its deadline passed or would pass before its hold ends: a
+    /// letter in the dead-letter queue all the same, so an operator sees it.
+    Expire {
+        expired: Expired,
+        /// The expiry rendered once and bounded, because a retry's quotes the failure.
+        reason: String,
+        attempts: u32,
+    },
 }
 
 impl Settlement {
@@ -54,12 +65,22 @@ impl Settlement {
         }
     }
 
+    /// The letter of a job that `expired`.
+    pub(super) fn expire(expired: Expired, attempts: u32) -> Self {
+        Self::Expire {
+            reason: bounded(&expired.to_string(), REASON_MAX).into_owned(),
+            expired,
+            attempts,
+        }
+    }
+
     /// What the delivery was settled as, for its observers.
     fn settled(&self) -> Settled {
         match self {
             Self::Ack { .. } => Settled::Completed,
             Self::Retry { .. } => Settled::Retried,
             Self::Defer { .. } => Settled::Deferred,
+            Self::Expire { expired, .. } => Settled::Expired(expired.clone()),
             Self::DeadLetter { cause, .. } => Settled::DeadLettered(cause.clone()),
         }
     }
@@ -70,7 +91,7 @@ impl Settlement {
             Self::Ack { .. } => "a follow-up job",
             Self::Defer { .. } => "deferral",
             Self::Retry { .. } => "retry",
-            Self::DeadLetter { .. } => "the dead letter",
+            Self::DeadLetter { .. } | Self::Expire { .. } => "the dead letter",
         }
     }
 
@@ -78,7 +99,7 @@ impl Settlement {
     fn attempts(&self, delivery: &impl Delivery) -> u32 {
         match self {
             Self::Retry { next, .. } | Self::Defer { next, .. } => next.attempt,
-            Self::DeadLetter { attempts, .. } => *attempts,
+            Self::DeadLetter { attempts, .. } | Self::Expire { attempts, .. } => *attempts,
             Self::Ack { .. } => Envelope::decode(delivery.body()).map_or(0, |e| e.attempt),
         }
     }
@@ -120,8 +141,13 @@ impl<'a, B: Backend> Settling<'a, B> {
     ) {
         let settlement = match self.publish(&delivery, &settlement).await {
             Ok(()) => settlement,
+            // A letter that cannot reach the dead-letter queue cannot be replaced by another.
             Err(err)
-                if err.is_permanent() && !matches!(settlement, Settlement::DeadLetter { .. }) =>
+                if err.is_permanent()
+                    && !matches!(
+                        settlement,
+                        Settlement::DeadLetter { .. } | Settlement::Expire { .. }
+                    ) =>
             {
                 self.seen.publish_failed(&err);
                 let cause = DeadCause::PublishFailed {
@@ -184,6 +210,9 @@ impl<'a, B: Backend> Settling<'a, B> {
             }
             Settlement::DeadLetter {
                 reason, attempts, ..
+            }
+            | Settlement::Expire {
+                reason, attempts, ..
             } => {
                 let letter = DeadLetterOut {
                     queue: self.queue,
@@ -221,6 +250,16 @@ impl<'a, B: Backend> Settling<'a, B> {
                 ),
                 None => warn!(%queue, %trace_id, %reason, "message dead-lettered"),
             },
+            // At info, not warn: the job did what its producer asked, which is not a failure.
+            Settlement::Expire { reason, .. } => info!(
+                %queue,
+                job_id = job.map(|job| field::display(job.job_id)),
+                job_type = job.map(|job| field::display(bounded(&job.job_type, NAME_MAX))),
+                attempt = job.map(|job| job.attempt),
+                %trace_id,
+                %reason,
+                "job expired"
+            ),
         }
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! A log line per completed job costs more CPU than a no-op job itself (formatting and a
 //! write to stderr each), so completions are logged at debug, and at info the worker says
-//! every [`SUMMARY_EVERY`] how many jobs completed, were retried, deferred and
-//! dead-lettered. Retries, deferrals and dead letters keep their own info and warn lines.
+//! every [`SUMMARY_EVERY`] how many jobs completed, were retried, deferred, expired and
+//! dead-lettered. Retries, deferrals, expiries and dead letters keep their own info and
+//! warn lines.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -22,6 +23,7 @@ pub(super) struct Tally {
     completed: AtomicU64,
     retried: AtomicU64,
     deferred: AtomicU64,
+    expired: AtomicU64,
     dead_lettered: AtomicU64,
 }
 
@@ -31,6 +33,7 @@ pub(super) struct Counts {
     pub(super) completed: u64,
     pub(super) retried: u64,
     pub(super) deferred: u64,
+    pub(super) expired: u64,
     pub(super) dead_lettered: u64,
 }
 
@@ -40,6 +43,7 @@ impl Observer for Tally {
             Settled::Completed => &self.completed,
             Settled::Retried => &self.retried,
             Settled::Deferred => &self.deferred,
+            Settled::Expired(_) => &self.expired,
             Settled::DeadLettered(_) => &self.dead_lettered,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -53,6 +57,7 @@ impl Tally {
             completed: self.completed.swap(0, Ordering::Relaxed),
             retried: self.retried.swap(0, Ordering::Relaxed),
             deferred: self.deferred.swap(0, Ordering::Relaxed),
+            expired: self.expired.swap(0, Ordering::Relaxed),
             dead_lettered: self.dead_lettered.swap(0, Ordering::Relaxed),
         }
     }
@@ -73,6 +78,7 @@ impl Tally {
                     completed = counts.completed,
                     retried = counts.retried,
                     deferred = counts.deferred,
+                    expired = counts.expired,
                     dead_lettered = counts.dead_lettered,
                     "jobs settled since the last summary"
                 );
@@ -90,7 +96,7 @@ mod tests {
 
     use std::sync::Arc;
 
-    use crate::job::DeadCause;
+    use crate::job::{DeadCause, Deadline, Start};
 
     #[test]
     fn each_settlement_is_counted_once_and_a_summary_starts_the_count_over() {
@@ -101,6 +107,11 @@ mod tests {
             Settled::Completed,
             Settled::Retried,
             Settled::Deferred,
+            Settled::Expired(
+                Deadline::from_epoch_ms(0)
+                    .check(1, || Start::Delivery)
+                    .expect_err("expired"),
+            ),
             Settled::DeadLettered(DeadCause::Malformed),
         ] {
             tally.settled(&SettledJob {
@@ -118,6 +129,7 @@ mod tests {
                 completed: 2,
                 retried: 1,
                 deferred: 1,
+                expired: 1,
                 dead_lettered: 1
             }
         );

@@ -7,9 +7,11 @@ use std::time::Duration;
 use jobhost::broker::{Backend, RabbitMqBackend};
 use jobhost::envelope::Envelope;
 use jobhost::grants::{FILE_NAME, Grants};
+use jobhost::job::{JobSpec, Manifest};
 use jobhost::plugin::{Engine, EngineConfig};
 use jobhost::testing::{InvocationLog, load_plugin};
 use jobhost::worker::{Plugins, Worker, WorkerConfig};
+use jobhost_sdk::QueueConfig;
 use serde_json::value::RawValue;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -70,6 +72,21 @@ impl Running {
     }
 }
 
+/// The manifest of a plugin named `plugin` serving `job_type` on `queue`, with no retry
+/// policy or timeout of the job's own, for native handlers.
+pub(crate) fn one_job(plugin: &str, queue: &QueueConfig, job_type: &str) -> Manifest {
+    Manifest {
+        name: plugin.into(),
+        queues: vec![queue.clone()],
+        jobs: vec![JobSpec {
+            name: job_type.into(),
+            queue: queue.name.clone(),
+            retry: None,
+            timeout: None,
+        }],
+    }
+}
+
 /// Delete the queues a fixture declares, before and after the test.
 pub(crate) fn fixture_queues(queues: &'static [&'static str]) -> Cleanup {
     drop(Cleanup::new(queues));
@@ -89,6 +106,28 @@ pub(crate) async fn publish(
 }
 
 /// Poll `condition` every 50 ms until it holds, failing with `what` after `limit`.
+/// Run a worker serving `plugins` on `backend` until `condition` holds, waiting at most
+/// `limit` for `what`, then stop it and wait for it to stop.
+pub(crate) async fn serve_until<F, Fut>(
+    backend: Arc<RabbitMqBackend>,
+    plugins: Plugins,
+    limit: Duration,
+    what: &str,
+    condition: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let shutdown = CancellationToken::new();
+    let worker =
+        tokio::spawn(Worker::new(backend, plugins, WorkerConfig::default()).run(shutdown.clone()));
+    eventually(limit, what, condition).await;
+    shutdown.cancel();
+    within(PATIENCE, "the worker to stop", worker)
+        .await
+        .expect("the worker does not panic");
+}
+
 pub(crate) async fn eventually<F, Fut>(limit: Duration, what: &str, mut condition: F)
 where
     F: FnMut() -> Fut,

@@ -199,9 +199,10 @@ function renderQueues(overview) {
       numCell(a.completed),
       numCell(a.retried),
       numCell(a.dead_lettered),
+      numCell(a.expired),
       el("td", {}, sparkline(state.series.get(q.name) || [])));
   });
-  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 9, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
+  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
   replaceRows(document.querySelector("#queues tbody"), rows);
 }
 
@@ -318,6 +319,15 @@ function renderJobs(overview) {
 
 // --- failures ------------------------------------------------------------------------
 
+// An expired job is no failure of its handler, but it did not run: shown as a warning.
+function outcomeBadge(outcome) {
+  switch (outcome) {
+    case "retried": return el("span", { class: "badge b-warn" }, "retried");
+    case "expired": return el("span", { class: "badge b-warn" }, "expired");
+    default: return el("span", { class: "badge b-bad" }, "dead-lettered");
+  }
+}
+
 function renderFailures(overview) {
   const now = overview.at_ms;
   const rows = overview.failures.slice(0, 25).map((f) => el("tr", {},
@@ -326,9 +336,7 @@ function renderFailures(overview) {
       el("span", { class: "name", title: f.job_type || "" }, f.job_type || "(not an envelope)"),
       f.job_id ? el("div", { class: "mono muted", title: f.job_id }, f.job_id.slice(0, 8)) : null),
     el("td", { class: "num" }, String(f.attempt)),
-    el("td", {}, f.outcome === "retried"
-      ? el("span", { class: "badge b-warn" }, "retried")
-      : el("span", { class: "badge b-bad" }, "dead-lettered")),
+    el("td", {}, outcomeBadge(f.outcome)),
     el("td", { class: "reason" }, f.reason)));
   replaceRows(document.querySelector("#failures tbody"), rows);
   document.getElementById("failures-empty").classList.toggle("hidden", rows.length > 0);
