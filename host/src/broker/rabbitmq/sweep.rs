@@ -10,8 +10,11 @@
 //! Contract:
 //! - every [`hold_sweep_interval`](super::RabbitMqOptions::hold_sweep_interval), for each
 //!   hold queue this backend published into, the sweeper takes the head with `basic.get`.
-//!   A queue is swept until a sweep finds it empty or gone, also when nothing is published
-//!   into it any more;
+//!   A queue is swept, also when nothing is published into it any more, until it is gone,
+//!   or until every sweep for longer than its delay plus [`OVERDUE_GRACE`] found it
+//!   empty: a get finds a queue empty also while its head is out with another host's
+//!   sweeper, or on its way back from this one's, and a message that comes back must
+//!   still be swept;
 //! - a head held for longer than its delay plus [`OVERDUE_GRACE`] is published to its work
 //!   queue (mandatory, confirmed) and only then acked, so it may arrive twice but is never
 //!   lost. The next head is looked at in the same way, up to [`MAX_RELEASED`] per queue
@@ -73,7 +76,7 @@ pub(super) async fn sweep(link: Arc<Link>) {
             let limit = link.options.outage_timeout;
             match tokio::time::timeout(limit, sweep_queue(&session, watch)).await {
                 Ok(Ok(swept)) => {
-                    watch.done = swept.done;
+                    watch.found(swept.found, Instant::now());
                     report(&link, watch, swept.released);
                 }
                 Ok(Err(error)) => {
@@ -84,7 +87,8 @@ pub(super) async fn sweep(link: Arc<Link>) {
                 }
             }
         }
-        watched.0.retain(|_, watch| !watch.done);
+        let now = Instant::now();
+        watched.0.retain(|_, watch| !watch.done(now));
     }
 }
 
@@ -108,9 +112,20 @@ fn report(link: &Link, watch: &Watch, released: usize) {
 struct Swept {
     /// Messages released onto the work queue.
     released: usize,
-    /// The queue was found empty or gone, so it needs no more sweeps until a publish
-    /// into it.
-    done: bool,
+    /// What the sweep's last get found.
+    found: Found,
+}
+
+/// What a get from a hold queue found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// A head, released or handed back.
+    #[default]
+    Head,
+    /// Nothing ready.
+    Empty,
+    /// No queue: it expired or was deleted.
+    Gone,
 }
 
 /// Release the overdue heads of `watch`'s hold queue onto its work queue.
@@ -142,13 +157,13 @@ async fn release_overdue(
             Ok(taken) => taken,
             // `NOT_FOUND`: the queue expired or was deleted.
             Err(error) if error.is_amqp_soft_error() => {
-                swept.done = true;
+                swept.found = Found::Gone;
                 break;
             }
             Err(error) => return Err(Failure::Lost(error)),
         };
         let Some(taken) = taken else {
-            swept.done = true;
+            swept.found = Found::Empty;
             break;
         };
         let head = taken.delivery;
@@ -194,9 +209,10 @@ fn released_properties(held: &BasicProperties) -> BasicProperties {
 }
 
 /// The hold queues being swept, by name. A queue joins when the backend publishes into
-/// it and leaves once a sweep finds it empty or gone, and not before: a queue that stopped
-/// expiring is kept alive by the sweeps' gets, and must be swept until it is empty even
-/// when nothing is published into it any more.
+/// it and leaves once it is gone or has stayed empty for a whole delay and grace
+/// ([`Watch::done`]), and not before: a queue that stopped expiring is kept alive by the
+/// sweeps' gets, and must be swept until it is empty even when nothing is published into
+/// it any more.
 ///
 /// Bounded like the list it comes from, at [`MAX_HOLD_QUEUES`] per work queue: a guest
 /// that defers by ever new delays must not make each sweep longer without end. Beyond
@@ -248,8 +264,8 @@ struct Watch {
     /// The head without a usable timestamp seen last, by a hash of its body, and when
     /// the sweeper first saw it at the head.
     head: Option<(u64, Instant)>,
-    /// The last sweep found it empty or gone.
-    done: bool,
+    /// Since when every sweep found it empty, or that one found it gone.
+    empty: Option<(Instant, Found)>,
     /// When it was last among the hold queues published into lately.
     listed: Instant,
 }
@@ -260,8 +276,31 @@ impl Watch {
             queue,
             hold,
             head: None,
-            done: false,
+            empty: None,
             listed: Instant::now(),
+        }
+    }
+
+    /// A sweep at `now` found what `found` says.
+    fn found(&mut self, found: Found, now: Instant) {
+        match found {
+            Found::Head => self.empty = None,
+            Found::Empty => {
+                self.empty.get_or_insert((now, Found::Empty));
+            }
+            Found::Gone => self.empty = Some((now, Found::Gone)),
+        }
+    }
+
+    /// Whether, at `now`, it needs no more sweeps until a publish into it: it is gone, or
+    /// it has been found empty for longer than a message that was out (with another
+    /// host's sweeper, or on its way back) could stay away without being overdue by then.
+    fn done(&self, now: Instant) -> bool {
+        let quiet = Duration::from_millis(self.hold.ttl_ms) + OVERDUE_GRACE;
+        match self.empty {
+            Some((_, Found::Gone)) => true,
+            Some((since, _)) => now.duration_since(since) > quiet,
+            None => false,
         }
     }
 
@@ -329,6 +368,40 @@ mod tests {
 
     fn at(seconds: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(seconds)
+    }
+
+    #[test]
+    fn a_queue_found_empty_is_swept_on_until_it_has_been_empty_for_its_delay_and_the_grace() {
+        let mut watch = watch();
+        let quiet = Duration::from_millis(1000) + OVERDUE_GRACE;
+        let first = Instant::now();
+        watch.found(Found::Empty, first);
+        watch.found(Found::Empty, first + quiet);
+        assert!(!watch.done(first + quiet), "a head may still be out");
+        let after = first + quiet + Duration::from_millis(1);
+        assert!(watch.done(after));
+    }
+
+    #[test]
+    fn a_head_found_again_starts_the_quiet_time_over() {
+        let mut watch = watch();
+        let quiet = Duration::from_millis(1000) + OVERDUE_GRACE;
+        let first = Instant::now();
+        watch.found(Found::Empty, first);
+        // Its head was out with another host's sweeper, and came back.
+        watch.found(Found::Head, first + quiet);
+        let later = first + quiet + Duration::from_secs(1);
+        watch.found(Found::Empty, later);
+        assert!(!watch.done(later + quiet));
+        assert!(watch.done(later + quiet + Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn a_queue_found_gone_needs_no_more_sweeps() {
+        let mut watch = watch();
+        let now = Instant::now();
+        watch.found(Found::Gone, now);
+        assert!(watch.done(now));
     }
 
     #[test]
