@@ -7,16 +7,20 @@
 //! - [`Settled`], [`DeadCause`], [`SettledJob`], [`Observer`]: how a delivery was settled, the
 //!   one event its observers read.
 //! - [`PluginChange`]: what a load of one plugin file did.
+//! - [`Operator`], [`Cancellation`]: who gave an operator command and when, as a cancelled
+//!   job shows it.
 //! - [`MAX_HOLD_DELAY`], [`DelayTooLong`]: how long a job can wait in a hold queue.
 
 mod delay;
 mod invocation;
 mod manifest;
+mod operator;
 mod plugin_change;
 mod settled;
 
 pub use delay::{DelayTooLong, MAX_HOLD_DELAY};
 pub use invocation::{FollowUp, Invocation, Outcome};
 pub use manifest::{JobSpec, Manifest, ManifestError};
+pub use operator::{Cancellation, OPERATOR_MAX, Operator, Utc};
 pub use plugin_change::PluginChange;
 pub use settled::{DeadCause, Delayed, JobRef, Observer, Settled, SettledJob};

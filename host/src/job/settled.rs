@@ -14,8 +14,9 @@
 //! written where it decides and settles, because they carry the job's span.
 //!
 //! # Contract
-//! - [`Settled`] is the whole story of a settlement: completed, retried, deferred, or
-//!   dead-lettered with a [`DeadCause`]. Observers match on it; a new variant is a compile
+//! - [`Settled`] is the whole story of a settlement: completed, retried, deferred,
+//!   dead-lettered with a [`DeadCause`], or cancelled by an operator (its message in the
+//!   dead-letter queue too, with who and when). Observers match on it; a new variant is a compile
 //!   error in each of them until it is mapped.
 //! - A dead letter's reason (the `x-death-reason` header, the log line, the dashboard) is
 //!   rendered from its cause by `Display`, never parsed back into one: the metrics label is
@@ -31,7 +32,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::DelayTooLong;
+use super::{Cancellation, DelayTooLong};
 
 /// One settled delivery, as its observers see it.
 #[derive(Debug, Clone, Copy)]
@@ -79,6 +80,9 @@ pub enum Settled {
     Deferred,
     /// The message is in the dead-letter queue of the queue it came from, for `cause`.
     DeadLettered(DeadCause),
+    /// An operator cancelled the job: it did not run, or its attempt was interrupted, and
+    /// its message is in the dead-letter queue with the [`Cancellation`] as its reason.
+    Cancelled(Cancellation),
 }
 
 impl Settled {
@@ -89,6 +93,7 @@ impl Settled {
             Self::Retried => "retried",
             Self::Deferred => "deferred",
             Self::DeadLettered(_) => "dead_lettered",
+            Self::Cancelled(_) => "cancelled",
         }
     }
 
@@ -96,7 +101,7 @@ impl Settled {
     pub fn dead_cause(&self) -> Option<&DeadCause> {
         match self {
             Self::DeadLettered(cause) => Some(cause),
-            Self::Completed | Self::Retried | Self::Deferred => None,
+            Self::Completed | Self::Retried | Self::Deferred | Self::Cancelled(_) => None,
         }
     }
 }
