@@ -6,14 +6,14 @@
 //! carries its trace context: follow-ups theirs (set by the worker), retries and
 //! deferrals the envelope's, dead letters the delivery's [`DeliveryTrace::carried`].
 
-use tracing::{debug, error, warn};
+use tracing::{debug, error, info, warn};
 
 use super::Shared;
 use super::observe::Observation;
 use super::unsettled::MessageKey;
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{DeadCause, Settled};
+use crate::job::{Cancellation, DeadCause, Settled};
 use crate::policy::HoldDelay;
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::DeliveryTrace;
@@ -42,6 +42,13 @@ pub(super) enum Settlement {
         reason: String,
         attempts: u32,
     },
+    /// An operator cancelled the job: it goes to the dead-letter queue, with the
+    /// cancellation rendered once as its reason.
+    Cancelled {
+        cancellation: Cancellation,
+        reason: String,
+        attempts: u32,
+    },
 }
 
 impl Settlement {
@@ -54,6 +61,15 @@ impl Settlement {
         }
     }
 
+    /// A cancelled job, whose last attempt (run or not) was `attempts`.
+    pub(super) fn cancelled(cancellation: Cancellation, attempts: u32) -> Self {
+        Self::Cancelled {
+            reason: cancellation.to_string(),
+            cancellation,
+            attempts,
+        }
+    }
+
     /// What the delivery was settled as, for its observers.
     fn settled(&self) -> Settled {
         match self {
@@ -61,6 +77,7 @@ impl Settlement {
             Self::Retry { .. } => Settled::Retried,
             Self::Defer { .. } => Settled::Deferred,
             Self::DeadLetter { cause, .. } => Settled::DeadLettered(cause.clone()),
+            Self::Cancelled { cancellation, .. } => Settled::Cancelled(cancellation.clone()),
         }
     }
 
@@ -70,7 +87,7 @@ impl Settlement {
             Self::Ack { .. } => "a follow-up job",
             Self::Defer { .. } => "deferral",
             Self::Retry { .. } => "retry",
-            Self::DeadLetter { .. } => "the dead letter",
+            Self::DeadLetter { .. } | Self::Cancelled { .. } => "the dead letter",
         }
     }
 
@@ -78,7 +95,7 @@ impl Settlement {
     fn attempts(&self, delivery: &impl Delivery) -> u32 {
         match self {
             Self::Retry { next, .. } | Self::Defer { next, .. } => next.attempt,
-            Self::DeadLetter { attempts, .. } => *attempts,
+            Self::DeadLetter { attempts, .. } | Self::Cancelled { attempts, .. } => *attempts,
             Self::Ack { .. } => Envelope::decode(delivery.body()).map_or(0, |e| e.attempt),
         }
     }
@@ -121,7 +138,11 @@ impl<'a, B: Backend> Settling<'a, B> {
         let settlement = match self.publish(&delivery, &settlement).await {
             Ok(()) => settlement,
             Err(err)
-                if err.is_permanent() && !matches!(settlement, Settlement::DeadLetter { .. }) =>
+                if err.is_permanent()
+                    && !matches!(
+                        settlement,
+                        Settlement::DeadLetter { .. } | Settlement::Cancelled { .. }
+                    ) =>
             {
                 self.seen.publish_failed(&err);
                 let cause = DeadCause::PublishFailed {
@@ -184,6 +205,9 @@ impl<'a, B: Backend> Settling<'a, B> {
             }
             Settlement::DeadLetter {
                 reason, attempts, ..
+            }
+            | Settlement::Cancelled {
+                reason, attempts, ..
             } => {
                 let letter = DeadLetterOut {
                     queue: self.queue,
@@ -221,6 +245,19 @@ impl<'a, B: Backend> Settling<'a, B> {
                 ),
                 None => warn!(%queue, %trace_id, %reason, "message dead-lettered"),
             },
+            Settlement::Cancelled { reason, .. } => {
+                if let Some(job) = job {
+                    info!(
+                        %queue,
+                        job_id = %job.job_id,
+                        job_type = %bounded(&job.job_type, NAME_MAX),
+                        attempt = job.attempt,
+                        %trace_id,
+                        %reason,
+                        "job cancelled"
+                    );
+                }
+            }
         }
     }
 }
