@@ -17,7 +17,7 @@ use jobhost::job::{Invocation, JobSpec, Manifest, Outcome};
 use jobhost::metrics::Metrics;
 use jobhost::policy::Granularity;
 use jobhost::testing::native_unit;
-use jobhost::worker::Plugins;
+use jobhost::worker::{Fleet, Plugins};
 use jobhost_sdk::QueueConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -65,6 +65,7 @@ async fn api() -> Api {
         access,
         metrics: Metrics::new(),
         grants: SharedGrants::default(),
+        fleet: Fleet::default(),
     };
     let stop = CancellationToken::new();
     tokio::spawn(admin::serve(listener, state, stop.clone()));

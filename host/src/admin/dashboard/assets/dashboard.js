@@ -185,10 +185,32 @@ function sparkline(series) {
   return el("div", { class: "spark" }, chart, label);
 }
 
+// Pause or resume `queue` for the whole fleet; the next overview shows the state.
+async function pauseQueue(queue, pause) {
+  const action = pause ? "pause" : "resume";
+  try {
+    const answer = await fetch(`/queues/${encodeURIComponent(queue)}/${action}`, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json" }, body: JSON.stringify({ by: "dashboard" }),
+    });
+    const body = await answer.json().catch(() => ({}));
+    if (!answer.ok) throw new Error(body.error || `${answer.status} ${answer.statusText}`);
+    toast(pause ? `Paused ${queue} for the fleet: no host consumes it` : `Resumed ${queue} for the fleet`, false);
+  } catch (err) {
+    toast(`${pause ? "Pause" : "Resume"} failed: ${err.message}`, true);
+  }
+}
+
 function renderQueues(overview) {
   const rows = overview.queues.map((q) => {
     const a = q.activity;
     const nameCell = el("td", {}, el("span", { class: "name" }, q.name));
+    if (q.paused) nameCell.append(" ", el("span", { class: "badge b-bad", title: "paused for the fleet: no host consumes it" }, "paused"));
+    nameCell.append(" ", el("button", {
+      class: "btn btn-small", type: "button", "data-action": q.paused ? "resume" : "pause", disabled: !state.canChange,
+      title: q.paused ? "Let every host consume this queue again" : "Stop every host consuming this queue; running jobs finish",
+      onclick: () => pauseQueue(q.name, !q.paused),
+    }, q.paused ? "Resume" : "Pause"));
     if (q.depth_error) nameCell.append(el("div", { class: "muted", title: q.depth_error }, "broker did not answer"));
     return el("tr", { "data-queue": q.name },
       nameCell,
