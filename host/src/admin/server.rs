@@ -64,8 +64,7 @@ fn routes<B: AdminBackend>(state: AdminState<B>, shutdown: CancellationToken) ->
         .route("/dead/{queue}/replay", post(replay_dead::<B>))
         .route("/dead/{queue}/{job_id}", delete(purge_one::<B>))
         .route("/dead/{queue}/{job_id}/replay", post(replay_one::<B>))
-        .route("/queues/{queue}/pause", post(pause_queue::<B>))
-        .route("/queues/{queue}/resume", post(resume_queue::<B>))
+        .route("/queues/{queue}/{action}", post(pause_or_resume::<B>))
         .route("/jobs/{job_id}/cancel", post(cancel_job::<B>))
         .with_state(state)
         .merge(dashboard.private)
@@ -262,22 +261,25 @@ async fn purge_one<B: AdminBackend>(
     Ok(Json(PurgeReport { purged: 1 }))
 }
 
-async fn pause_queue<B: AdminBackend>(
-    State(state): Shared<B>,
-    Path(queue): Path<String>,
-    Json(request): Json<OrderRequest>,
-) -> Result<Json<Order>, ApiError> {
-    loaded(&state, &queue)?;
-    order(&state, Command::Pause { queue }, request).await
+/// What `POST /queues/{queue}/{action}` does to the queue.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum QueueAction {
+    Pause,
+    Resume,
 }
 
-async fn resume_queue<B: AdminBackend>(
+async fn pause_or_resume<B: AdminBackend>(
     State(state): Shared<B>,
-    Path(queue): Path<String>,
+    Path((queue, action)): Path<(String, QueueAction)>,
     Json(request): Json<OrderRequest>,
 ) -> Result<Json<Order>, ApiError> {
     loaded(&state, &queue)?;
-    order(&state, Command::Resume { queue }, request).await
+    let command = match action {
+        QueueAction::Pause => Command::Pause { queue },
+        QueueAction::Resume => Command::Resume { queue },
+    };
+    order(&state, command, request).await
 }
 
 /// Any job id, because the job may be queued, held or running on another host, none of

@@ -228,34 +228,33 @@ impl<'a, B: Backend> Settling<'a, B> {
         let settled = settlement.settled();
         self.seen.settled(&settled, job, &self.shared.tally);
         let (queue, trace_id) = (self.queue, self.trace.job.trace_id);
+        /// The line of a job that leaves for the dead letters, at `$level`.
+        macro_rules! ended {
+            ($level:ident, $job:expr, $reason:expr, $message:literal) => {
+                $level!(
+                    %queue,
+                    job_id = %$job.job_id,
+                    job_type = %bounded(&$job.job_type, NAME_MAX),
+                    attempt = $job.attempt,
+                    %trace_id,
+                    reason = %$reason,
+                    $message
+                )
+            };
+        }
         match settlement {
             Settlement::Ack { follow_ups } => {
                 debug!(follow_ups = follow_ups.len(), "job completed");
             }
             Settlement::Retry { .. } | Settlement::Defer { .. } => debug!("job republished"),
             Settlement::DeadLetter { reason, .. } => match job {
-                Some(job) => warn!(
-                    %queue,
-                    job_id = %job.job_id,
-                    job_type = %bounded(&job.job_type, NAME_MAX),
-                    attempt = job.attempt,
-                    %trace_id,
-                    %reason,
-                    "job dead-lettered"
-                ),
+                Some(job) => ended!(warn, job, reason, "job dead-lettered"),
                 None => warn!(%queue, %trace_id, %reason, "message dead-lettered"),
             },
+            // Only an envelope's job id can be cancelled, so a cancelled delivery has a job.
             Settlement::Cancelled { reason, .. } => {
                 if let Some(job) = job {
-                    info!(
-                        %queue,
-                        job_id = %job.job_id,
-                        job_type = %bounded(&job.job_type, NAME_MAX),
-                        attempt = job.attempt,
-                        %trace_id,
-                        %reason,
-                        "job cancelled"
-                    );
+                    ended!(info, job, reason, "job cancelled");
                 }
             }
         }
