@@ -3,7 +3,8 @@
 //! a pause survives a SIGKILL and restart of every host (counted in the `ledger` fixture's
 //! ledger, kept apart from the hosts), a held job cancelled never runs, a cancel reaches a
 //! job spinning on the other host in under a second (measured and printed), and garbage on
-//! the control stream is skipped.
+//! the control stream is skipped. Below the binary, a follower whose connection the broker
+//! closes joins again and reads the orders from the oldest kept, the missed one included.
 //!
 //! Needs the RabbitMQ broker at `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`);
 //! without one it fails, unless `JOBHOST_SKIP_BROKER_TESTS=1` asks to skip it. The fixture
@@ -28,10 +29,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cli_support::{Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, stdout_of};
-use jobhost::broker::{CONTROL_STREAM, paused_marker_name};
+use jobhost::broker::{
+    CONTROL_STREAM, Command, Control, Followed, Follower, Order, paused_marker_name,
+};
+use jobhost::job::Operator;
 use ledger::{DONE_QUEUE, Ledger, WORK_QUEUE, fresh_ids, publish_all, work};
 use support::worker::fixture_queues;
-use support::{Cleanup, amqp_url, backend, publish_plainly, raw_channel, ready, unique};
+use support::{
+    Cleanup, PATIENCE, amqp_url, backend, close_connections_named, publish_plainly, raw_channel,
+    ready, unique, within,
+};
+use uuid::Uuid;
 
 /// `jobhost run --amqp` on a plugin directory holding `fixture`, once its admin API
 /// listens.
@@ -252,5 +260,73 @@ async fn a_cancel_reaches_a_job_spinning_on_the_other_host_in_under_a_second() {
     assert!(
         reasons[0].starts_with("cancelled by bob@ops at "),
         "{reasons:?}"
+    );
+}
+
+/// A cancel of a fresh job id, which no other test or host gives.
+fn fresh_cancel() -> (Uuid, Order) {
+    let job_id = Uuid::new_v4();
+    let by = Operator::new("carol@ops").expect("an operator");
+    (job_id, Order::now(Command::Cancel { job_id }, by))
+}
+
+/// Read `follower` until it hands on the cancel of `job_id`; whether it joined again
+/// before that.
+async fn read_until_cancel_of(follower: &mut impl Follower, job_id: Uuid) -> bool {
+    let mut joined = false;
+    within(PATIENCE, "the order to be followed", async {
+        loop {
+            match follower.next().await.expect("the backend is open") {
+                Followed::Joined => joined = true,
+                Followed::Order(order) if order.command == (Command::Cancel { job_id }) => {
+                    return;
+                }
+                Followed::Order(_) => {}
+            }
+        }
+    })
+    .await;
+    joined
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_whose_connection_drops_joins_again_and_reads_the_order_it_missed() {
+    let name = unique("control-follower");
+    let Some(backend) = backend(&name).await else {
+        return;
+    };
+    let mut follower = backend.follow().await.expect("a follower");
+    let (before, order) = fresh_cancel();
+    backend
+        .order(&order)
+        .await
+        .expect("the broker takes the order");
+    assert!(
+        read_until_cancel_of(&mut follower, before).await,
+        "the first read is a join"
+    );
+
+    let closed = name.clone();
+    tokio::task::spawn_blocking(move || close_connections_named(&closed))
+        .await
+        .expect("rabbitmqctl runs");
+    // Given while the connection is down or being replaced: the publish waits for the new one.
+    let (missed, order) = fresh_cancel();
+    backend
+        .order(&order)
+        .await
+        .expect("the broker takes the order after the reconnect");
+    assert!(
+        read_until_cancel_of(&mut follower, missed).await,
+        "the follower announced that it joined again"
+    );
+    let (after, order) = fresh_cancel();
+    backend
+        .order(&order)
+        .await
+        .expect("the broker takes the order");
+    assert!(
+        !read_until_cancel_of(&mut follower, after).await,
+        "and follows on without joining again"
     );
 }
