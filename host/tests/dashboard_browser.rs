@@ -3,8 +3,9 @@
 //! `xdg-open`): a scenario of
 //! jobs that succeed, retry and dead-letter by two causes shows its queues, plugin
 //! versions and dead letters; replaying one dead letter from the page puts it back on its
-//! queue, where it completes; and swapping a plugin file shows the reload in the plugin's
-//! history without reloading the page. Each state is saved as a screenshot under
+//! queue, where it completes; swapping a plugin file shows the reload in the plugin's
+//! history without reloading the page; and a queue's Pause button pauses it for the fleet
+//! (the host stops consuming it, the row says `paused`) until its Resume button. Each state is saved as a screenshot under
 //! `target/dashboard-screenshots/` for review.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them) and the test
@@ -20,9 +21,10 @@ use std::time::Duration;
 
 use browser_support::{Browser, LAPTOP};
 use cli_support::{Host, jobhost, stdout_of};
+use jobhost::broker::paused_marker_name;
 use serde_json::json;
 use support::worker::{eventually, fixture_queues, publish};
-use support::{amqp_url, backend, unique};
+use support::{Cleanup, amqp_url, backend, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -74,6 +76,7 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         return;
     }
     let _cleanup = fixture_queues(&[EMAILS, VERSIONED]);
+    let _mark = Cleanup::new(&[&paused_marker_name(VERSIONED)]);
     let Some(producer) = backend(&unique("dashboard")).await else {
         return;
     };
@@ -248,6 +251,32 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         .await;
     browser.screenshot("4-replayed").await;
 
+    // Paused for the fleet from its row, and resumed.
+    let versioned = "#queues tr[data-queue='test.versioned']";
+    browser
+        .click(&format!("{versioned} button[data-action='pause']"))
+        .await;
+    browser
+        .until(
+            PATIENCE,
+            "the paused badge",
+            &format!("document.querySelector(\"{versioned} .badge\")?.textContent === 'paused'"),
+        )
+        .await;
+    host.wait_for_line(PATIENCE, |l| {
+        l.contains("stopped consuming the paused queue") && l.contains(VERSIONED)
+    });
+    browser.screenshot("5-paused").await;
+    browser
+        .click(&format!("{versioned} button[data-action='resume']"))
+        .await;
+    browser
+        .until(PATIENCE, "the Pause button back, without the badge", &format!("document.querySelector(\"{versioned} button[data-action='pause']\") !== null && document.querySelector(\"{versioned} .badge\") === null"))
+        .await;
+    host.wait_for_line(PATIENCE, |l| {
+        l.contains("queue resumed by an operator") && l.contains(VERSIONED)
+    });
+
     // The guide's picture (docs/dashboard.png): the whole page on a full-HD screen, on the
     // letters still dead.
     browser
@@ -265,10 +294,10 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
             "document.querySelector('#dead tbody tr .reason') !== null",
         )
         .await;
-    browser.screenshot("5-full-hd").await;
+    browser.screenshot("6-full-hd").await;
     browser
         .eval("document.getElementById('jobs-card').scrollIntoView() ?? true")
         .await;
-    browser.screenshot("6-job-types").await;
+    browser.screenshot("7-job-types").await;
     browser.close().await;
 }
