@@ -5,7 +5,8 @@
 //! versions and dead letters; replaying one dead letter from the page puts it back on its
 //! queue, where it completes; swapping a plugin file shows the reload in the plugin's
 //! history without reloading the page; and a queue's Pause button pauses it for the fleet
-//! (the host stops consuming it, the row says `paused`) until its Resume button. Each state is saved as a screenshot under
+//! (the host stops consuming it, the row says `paused`) until its Resume button, while a
+//! job queued there and cancelled from the page is dead-lettered unrun, by `dashboard`. Each state is saved as a screenshot under
 //! `target/dashboard-screenshots/` for review.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them) and the test
@@ -266,9 +267,33 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
     host.wait_for_line(PATIENCE, |l| {
         l.contains("stopped consuming the paused queue") && l.contains(VERSIONED)
     });
+    // A job queued on the paused queue, cancelled from the page: dead-lettered unrun once
+    // the queue is resumed, saying who cancelled it.
+    let cancelled = publish(
+        &producer,
+        "versioned.Echo",
+        VERSIONED,
+        json!({"message": "c"}),
+    )
+    .await
+    .job_id
+    .to_string();
+    browser
+        .eval(&format!(
+            "(document.getElementById('cancel-id').value = '{cancelled}', \
+             document.querySelector('#cancel-job button').click(), true)"
+        ))
+        .await;
+    host.wait_for_line(PATIENCE, |l| {
+        l.contains("operator order given to the fleet") && l.contains(&cancelled)
+    });
     browser.screenshot("5-paused").await;
     browser
         .click(&format!("{versioned} button[data-action='resume']"))
+        .await;
+    let row = format!("#dead tbody tr[data-job-id='{cancelled}']");
+    browser
+        .until(PATIENCE, "the cancelled job's dead letter", &format!("document.querySelector(\"{row} .reason\")?.textContent.startsWith('cancelled by dashboard at ')"))
         .await;
     browser
         .until(PATIENCE, "the Pause button back, without the badge", &format!("document.querySelector(\"{versioned} button[data-action='pause']\") !== null && document.querySelector(\"{versioned} .badge\") === null"))

@@ -185,20 +185,40 @@ function sparkline(series) {
   return el("div", { class: "spark" }, chart, label);
 }
 
-// Pause or resume `queue` for the whole fleet; the next overview shows the state.
-async function pauseQueue(queue, pause) {
-  const action = pause ? "pause" : "resume";
+// Give the fleet an operator order (`POST path {by}`); a toast says `done` or why it failed.
+async function giveOrder(path, done, what) {
   try {
-    const answer = await fetch(`/queues/${encodeURIComponent(queue)}/${action}`, {
+    const answer = await fetch(path, {
       method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json" }, body: JSON.stringify({ by: "dashboard" }),
     });
     const body = await answer.json().catch(() => ({}));
     if (!answer.ok) throw new Error(body.error || `${answer.status} ${answer.statusText}`);
-    toast(pause ? `Paused ${queue} for the fleet: no host consumes it` : `Resumed ${queue} for the fleet`, false);
+    toast(done, false);
   } catch (err) {
-    toast(`${pause ? "Pause" : "Resume"} failed: ${err.message}`, true);
+    toast(`${what} failed: ${err.message}`, true);
   }
+}
+
+// Pause or resume `queue` for the whole fleet; the next overview shows the state.
+function pauseQueue(queue, pause) {
+  const path = `/queues/${encodeURIComponent(queue)}/${pause ? "pause" : "resume"}`;
+  return giveOrder(path,
+    pause ? `Paused ${queue} for the fleet: no host consumes it` : `Resumed ${queue} for the fleet`,
+    pause ? "Pause" : "Resume");
+}
+
+// Cancel the job whose id is in the form, wherever it is; its dead letter says who and when.
+function wireCancelForm() {
+  const form = document.getElementById("cancel-job");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = document.getElementById("cancel-id").value.trim();
+    if (!id) return;
+    giveOrder(`/jobs/${encodeURIComponent(id)}/cancel`,
+      `Cancelled job ${id.slice(0, 8)}: interrupted where it runs, or settled as cancelled when delivered`, "Cancel")
+      .then(() => { state.deadSeen = null; loadDead(); });
+  });
 }
 
 function renderQueues(overview) {
@@ -500,6 +520,7 @@ function connect() {
 
 document.addEventListener("DOMContentLoaded", async () => {
   wireDeadButtons();
+  wireCancelForm();
   await loadSession();
   // The host shows its state only to a session: `jobhost dashboard` prints a link that opens one.
   if (!state.canChange) return live(false, "sign in: run `jobhost dashboard`");
