@@ -164,7 +164,6 @@ async fn run<B: Backend>(
         }
         outcome = seen.handler(handled) => outcome,
     };
-    drop(running);
     let (policy, attempt) = (route.policy(), envelope.attempt);
     let granularity = shared.config.retry_granularity;
     let decision = match decide(policy, attempt, outcome, granularity) {

@@ -57,6 +57,10 @@ struct Inner {
     /// One look at the broker at a time, so an older answer never overwrites a newer one.
     learning: tokio::sync::Mutex<()>,
     jobs: Mutex<Jobs>,
+    /// Counts cancellations, waking every running job to look whether it is the one.
+    /// Because cancellations are rare and jobs many, a job costs no registration of its
+    /// own: only a look at the cancelled ids when it starts and at each cancellation.
+    cancellations: watch::Sender<u64>,
 }
 
 #[derive(Default)]
@@ -64,9 +68,6 @@ struct Jobs {
     cancelled: HashMap<Uuid, Cancellation>,
     /// The remembered ids, oldest first, for forgetting.
     order: VecDeque<Uuid>,
-    /// The jobs running here, each with how many of its deliveries run (a duplicate may)
-    /// and where its cancellation goes.
-    running: HashMap<Uuid, (usize, watch::Sender<Option<Cancellation>>)>,
 }
 
 impl fmt::Debug for Fleet {
@@ -205,9 +206,6 @@ impl Fleet {
     /// Remember that `job_id` is cancelled, and interrupt it if it runs here.
     pub fn cancel(&self, job_id: Uuid, cancellation: Cancellation) {
         let mut jobs = self.lock_jobs();
-        if let Some((_, running)) = jobs.running.get(&job_id) {
-            running.send_replace(Some(cancellation.clone()));
-        }
         if jobs.cancelled.insert(job_id, cancellation).is_none() {
             jobs.order.push_back(job_id);
             if jobs.order.len() > CANCELLED_MAX
@@ -216,24 +214,28 @@ impl Fleet {
                 jobs.cancelled.remove(&oldest);
             }
         }
+        drop(jobs);
+        self.inner
+            .cancellations
+            .send_modify(|count| *count = count.wrapping_add(1));
     }
 
     /// `job_id` starts running here, unless it is cancelled.
     pub(super) fn start(&self, job_id: Uuid) -> Result<Running, Cancellation> {
-        let mut jobs = self.lock_jobs();
+        // Subscribed under the lock, so a cancellation after the look below wakes the job.
+        let jobs = self.lock_jobs();
         if let Some(cancellation) = jobs.cancelled.get(&job_id) {
             return Err(cancellation.clone());
         }
-        let (count, sender) = jobs
-            .running
-            .entry(job_id)
-            .or_insert_with(|| (0, watch::Sender::new(None)));
-        *count += 1;
         Ok(Running {
             fleet: self.clone(),
             job_id,
-            cancelled: sender.subscribe(),
+            cancellations: self.inner.cancellations.subscribe(),
         })
+    }
+
+    fn cancellation_of(&self, job_id: Uuid) -> Option<Cancellation> {
+        self.lock_jobs().cancelled.get(&job_id).cloned()
     }
 }
 
@@ -251,36 +253,23 @@ impl Pause {
     }
 }
 
-/// A job running here; dropped when its attempt is over.
+/// A job running here.
 pub(super) struct Running {
     fleet: Fleet,
     job_id: Uuid,
-    cancelled: watch::Receiver<Option<Cancellation>>,
+    cancellations: watch::Receiver<u64>,
 }
 
 impl Running {
     /// Wait until the job is cancelled; who cancelled it and when.
     pub(super) async fn cancelled(&mut self) -> Cancellation {
-        // The borrow ends with the statement, because it must not live across an await.
-        let cancellation = match self.cancelled.wait_for(Option::is_some).await {
-            Ok(cancellation) => cancellation.clone(),
-            Err(_) => None,
-        };
-        match cancellation {
-            Some(cancellation) => cancellation,
-            // The sender lives as long as this job runs, so this is never reached.
-            None => std::future::pending().await,
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let mut jobs = self.fleet.lock_jobs();
-        if let Some((count, _)) = jobs.running.get_mut(&self.job_id) {
-            *count -= 1;
-            if *count == 0 {
-                jobs.running.remove(&self.job_id);
+        loop {
+            if let Some(cancellation) = self.fleet.cancellation_of(self.job_id) {
+                return cancellation;
+            }
+            if self.cancellations.changed().await.is_err() {
+                // The fleet keeps the sender as long as it lives; it never ends.
+                std::future::pending::<()>().await;
             }
         }
     }
