@@ -296,6 +296,9 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         .until(PATIENCE, "the cancelled job's dead letter", &format!("document.querySelector(\"{row} .reason\")?.textContent.startsWith('cancelled by dashboard at ')"))
         .await;
     browser
+        .until(PATIENCE, "the cancellation counted on its queue and among the failures", &format!("document.querySelector(\"{versioned} td:nth-child(9)\")?.textContent === '1' && [...document.querySelectorAll('#failures .badge')].some(b => b.textContent === 'cancelled')"))
+        .await;
+    browser
         .until(PATIENCE, "the Pause button back, without the badge", &format!("document.querySelector(\"{versioned} button[data-action='pause']\") !== null && document.querySelector(\"{versioned} .badge\") === null"))
         .await;
     host.wait_for_line(PATIENCE, |l| {

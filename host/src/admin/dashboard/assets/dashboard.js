@@ -186,6 +186,7 @@ function sparkline(series) {
 }
 
 // Give the fleet an operator order (`POST path {by}`); a toast says `done` or why it failed.
+// Whether it was given.
 async function giveOrder(path, done, what) {
   try {
     const answer = await fetch(path, {
@@ -195,8 +196,10 @@ async function giveOrder(path, done, what) {
     const body = await answer.json().catch(() => ({}));
     if (!answer.ok) throw new Error(body.error || `${answer.status} ${answer.statusText}`);
     toast(done, false);
+    return true;
   } catch (err) {
     toast(`${what} failed: ${err.message}`, true);
+    return false;
   }
 }
 
@@ -217,7 +220,11 @@ function wireCancelForm() {
     if (!id) return;
     giveOrder(`/jobs/${encodeURIComponent(id)}/cancel`,
       `Cancelled job ${id.slice(0, 8)}: interrupted where it runs, or settled as cancelled when delivered`, "Cancel")
-      .then(() => { state.deadSeen = null; loadDead(); });
+      .then((given) => {
+        if (given) document.getElementById("cancel-id").value = "";
+        state.deadSeen = null;
+        loadDead();
+      });
   });
 }
 
@@ -241,9 +248,10 @@ function renderQueues(overview) {
       numCell(a.completed),
       numCell(a.retried),
       numCell(a.dead_lettered),
+      numCell(a.cancelled || 0),
       el("td", {}, sparkline(state.series.get(q.name) || [])));
   });
-  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 9, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
+  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
   replaceRows(document.querySelector("#queues tbody"), rows);
 }
 
@@ -370,7 +378,9 @@ function renderFailures(overview) {
     el("td", { class: "num" }, String(f.attempt)),
     el("td", {}, f.outcome === "retried"
       ? el("span", { class: "badge b-warn" }, "retried")
-      : el("span", { class: "badge b-bad" }, "dead-lettered")),
+      : f.outcome === "cancelled"
+        ? el("span", { class: "badge b-plain" }, "cancelled")
+        : el("span", { class: "badge b-bad" }, "dead-lettered")),
     el("td", { class: "reason" }, f.reason)));
   replaceRows(document.querySelector("#failures tbody"), rows);
   document.getElementById("failures-empty").classList.toggle("hidden", rows.length > 0);
