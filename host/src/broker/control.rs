@@ -21,7 +21,7 @@
 //!
 //! | backend | orders kept | the pause mark |
 //! |---|---|---|
-//! | RabbitMQ | the stream queue [`CONTROL_STREAM`], for [`CONTROL_RETENTION`] | the durable queue [`paused_marker_name`] exists |
+//! | RabbitMQ | the stream queue [`CONTROL_STREAM`], for [`CONTROL_RETENTION`] | the quorum queue [`paused_marker_name`] exists |
 //! | memory | the last [`MEMORY_ORDERS`] orders, in the process | a set in the process |
 
 use std::future::Future;
@@ -50,7 +50,7 @@ pub const MEMORY_ORDERS: usize = 10_000;
 /// The largest order a follower reads; a longer message is skipped unread.
 pub const MAX_ORDER_BYTES: usize = 4096;
 
-/// The durable queue whose existence marks `queue` paused on RabbitMQ. A work queue's name
+/// The (quorum) queue whose existence marks `queue` paused on RabbitMQ. A work queue's name
 /// leaves room for it ([`queue_name_rule`](super::queue_name_rule)).
 pub fn paused_marker_name(queue: &str) -> String {
     format!("jobhost.paused.{queue}")

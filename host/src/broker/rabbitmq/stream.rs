@@ -1,5 +1,5 @@
 //! [`Control`] on RabbitMQ: the fleet's orders on the stream queue [`CONTROL_STREAM`], and
-//! each paused queue marked by a durable queue of its own ([`paused_marker_name`]).
+//! each paused queue marked by a quorum queue of its own ([`paused_marker_name`]).
 //!
 //! A stream keeps its messages whoever reads them, so every host reads every order, and a
 //! host that starts reads those of the last [`CONTROL_RETENTION`] (`x-max-age`). Streams
@@ -10,7 +10,8 @@
 //! Because a stream forgets, the pause is kept apart from it: a pause declares the marker
 //! queue before it publishes the order, a resume deletes the marker before it publishes,
 //! and a host asks whether a queue is paused with a passive declaration of its marker. An
-//! empty durable queue costs the broker next to nothing and outlives broker restarts.
+//! empty quorum queue costs the broker next to nothing, outlives broker restarts and stays
+//! visible while a majority of a cluster's nodes is up.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -118,16 +119,24 @@ async fn declare_stream(session: &Session) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Declare `queue`'s pause marker: a durable, empty queue.
+/// Declare `queue`'s pause marker: an empty quorum queue, because a classic queue whose
+/// node is down answers a passive declaration as if it did not exist, which would unpause
+/// the queue for every host while that node is away; a quorum queue is there as long as a
+/// majority of the cluster is.
 async fn mark(session: &Session, queue: &str) -> Result<(), Failure> {
     let marker = paused_marker_name(queue);
     let durable = QueueDeclareOptions {
         durable: true,
         ..QueueDeclareOptions::default()
     };
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
     let channel = session.channel().await.map_err(Failure::Lost)?;
     channel
-        .queue_declare(marker.as_str().into(), durable, FieldTable::default())
+        .queue_declare(marker.as_str().into(), durable, arguments)
         .await
         .map_err(|error| Failure::classify(&marker, error))?;
     Ok(())
