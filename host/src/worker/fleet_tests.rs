@@ -11,12 +11,12 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::tests::manifest;
-use crate::broker::{Backend, Command, Control, MemoryBackend, Order};
+use crate::broker::{Backend, Command, Control, Followed, Follower, MemoryBackend, Order};
 use crate::envelope::Envelope;
 use crate::job::{Invocation, Operator, Outcome};
 use crate::metrics::Metrics;
 use crate::testing::Harness;
-use crate::worker::{BoxFuture, Handler, Unit, WorkerConfig};
+use crate::worker::{BoxFuture, Fleet, Handler, Unit, WorkerConfig};
 
 /// Runs for `for_` of tokio time, counting the jobs that started and those that finished.
 #[derive(Default)]
@@ -283,4 +283,64 @@ async fn a_cancel_reaches_the_job_on_whichever_host_of_the_fleet_runs_it() {
     assert_eq!(backend.dead_letters("q").len(), 2, "both interrupted");
     first.shutdown().await;
     second.shutdown().await;
+}
+
+/// A broker whose pause mark and order stream the test sets by hand, so that an order can
+/// be missed, as while a host's connection is down.
+#[derive(Clone)]
+struct Scripted {
+    paused: Arc<std::sync::atomic::AtomicBool>,
+    followed: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Followed>>>,
+}
+
+struct ScriptedFollower(Scripted);
+
+impl Follower for ScriptedFollower {
+    async fn next(&mut self) -> Option<Followed> {
+        self.0.followed.lock().await.recv().await
+    }
+}
+
+impl Control for Scripted {
+    type Follower = ScriptedFollower;
+
+    async fn order(&self, _order: &Order) -> Result<(), crate::broker::BrokerError> {
+        unreachable!("the test gives no order")
+    }
+
+    async fn is_paused(&self, _queue: &str) -> Result<bool, crate::broker::BrokerError> {
+        Ok(self.paused.load(Ordering::SeqCst))
+    }
+
+    async fn follow(&self) -> Result<ScriptedFollower, crate::broker::BrokerError> {
+        Ok(ScriptedFollower(self.clone()))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_whose_order_was_missed_is_learnt_when_the_follower_joins_again() {
+    let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+    let broker = Scripted {
+        paused: Arc::default(),
+        followed: Arc::new(tokio::sync::Mutex::new(receive)),
+    };
+    let fleet = Fleet::new(broker.clone(), Metrics::default());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let following = {
+        let (fleet, broker, stop) = (fleet.clone(), broker.clone(), stop.clone());
+        tokio::spawn(async move { fleet.follow(&broker, stop).await })
+    };
+    send.send(Followed::Joined).expect("the follower listens");
+    assert!(!fleet.learn("q").await.expect("scripted"), "not paused yet");
+    pass(Duration::from_millis(1)).await;
+
+    // Paused while this host's connection was down: the mark is set, the order missed.
+    broker.paused.store(true, Ordering::SeqCst);
+    pass(Duration::from_secs(1)).await;
+    assert!(!fleet.is_paused("q"), "nothing told the host yet");
+    send.send(Followed::Joined).expect("the follower listens");
+    pass(Duration::from_millis(1)).await;
+    assert!(fleet.is_paused("q"), "the rejoin looked at the mark");
+    stop.cancel();
+    following.await.expect("following ends at the stop");
 }
