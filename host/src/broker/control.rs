@@ -39,9 +39,9 @@ use crate::text::{NAME_MAX, bounded};
 /// [`CONTROL_RETENTION`].
 pub const CONTROL_STREAM: &str = "jobhost.control";
 
-/// How long the broker keeps an order on [`CONTROL_STREAM`] (its `x-max-age`), and so how
-/// long a cancellation reaches a job delivered later: a job cancelled more than this long
-/// before its delivery runs. Pauses last until resumed, whatever this says.
+/// How long the broker keeps an order on [`CONTROL_STREAM`] at least (its `x-max-age`; it
+/// drops whole segments once every order in them is older), and so how long a cancellation
+/// reaches a host that starts later. Pauses last until resumed, whatever this says.
 pub const CONTROL_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The most orders the memory backend keeps for followers that join later.
