@@ -63,7 +63,7 @@ pub struct Failure {
     pub job_id: Option<Uuid>,
     /// The attempt that failed (0 when the message was not an envelope).
     pub attempt: u32,
-    /// `retried`, `expired` or `dead_lettered`: the [`Settled::label`] of its settlement.
+    /// `retried`, `expired`, `dead_lettered` or `cancelled`: the [`Settled::label`] of its settlement.
     pub outcome: String,
     /// Why, bounded to [`SHOWN_REASON_MAX`].
     pub reason: String,
@@ -84,6 +84,9 @@ pub struct QueueActivity {
     pub expired: u64,
     /// Dead-lettered.
     pub dead_lettered: u64,
+    /// Cancelled by an operator (and so in the dead-letter queue too).
+    #[serde(default)]
+    pub cancelled: u64,
 }
 
 #[derive(Debug, Default)]
@@ -94,6 +97,7 @@ struct QueueCounters {
     deferred: AtomicU64,
     expired: AtomicU64,
     dead_lettered: AtomicU64,
+    cancelled: AtomicU64,
 }
 
 /// Keeps a delivery counted as in flight on its queue until dropped.
@@ -141,6 +145,7 @@ impl Activity {
                 deferred: read(&q.deferred),
                 expired: read(&q.expired),
                 dead_lettered: read(&q.dead_lettered),
+                cancelled: read(&q.cancelled),
             }
         })
     }
@@ -188,11 +193,13 @@ impl Observer for Activity {
             Settled::Deferred => &counters.deferred,
             Settled::Expired(_) => &counters.expired,
             Settled::DeadLettered(_) => &counters.dead_lettered,
+            Settled::Cancelled(_) => &counters.cancelled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         let reason = match (job.settled, job.failure) {
             (Settled::DeadLettered(cause), _) => cause.to_string(),
             (Settled::Expired(expired), _) => expired.to_string(),
+            (Settled::Cancelled(cancellation), _) => cancellation.to_string(),
             (Settled::Retried, Some(failure)) => failure.to_owned(),
             _ => return,
         };

@@ -17,6 +17,8 @@
 //!   the grants in force. Its secrets may not name [`HostConfig::host_secrets`].
 //! - Every file is read off the async runtime and as untrusted ([`crate::files`]): a FIFO
 //!   or a file over its cap is refused at once, and shutdown never waits for a read.
+//! - The worker and the admin API share one [`Fleet`] that follows the backend's operator
+//!   orders (pause, resume, cancel) for as long as the host runs.
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
 //!   period); `run` returns once all of them are done.
 
@@ -35,7 +37,7 @@ use crate::grants::{Grants, GrantsError, HostSecrets};
 use crate::plugin::{Engine, EngineConfig, EngineError};
 use crate::producer::EnqueueOptions;
 use crate::reload::{self, Loader};
-use crate::worker::{Plugins, Worker, WorkerConfig};
+use crate::worker::{Fleet, Plugins, Worker, WorkerConfig};
 
 /// The file of the plugin directory that `--demo` enqueues.
 pub const DEMO_JOBS: &str = "demo-jobs.jsonl";
@@ -106,6 +108,8 @@ pub async fn run<B: AdminBackend>(
     let engine = Engine::new(config.engine.clone()).map_err(HostError::Engine)?;
     engine.grants().replace(grants);
     let metrics = config.worker.metrics.clone();
+    let mut config = config;
+    config.worker.fleet = Fleet::new(backend.clone(), metrics.clone());
     let pool = engine.clone();
     metrics.watch_pool(move || pool.instances_in_use());
     let plugins = Plugins::new();
@@ -127,6 +131,7 @@ pub async fn run<B: AdminBackend>(
         access: config.admin.clone(),
         metrics,
         grants: engine.grants().clone(),
+        fleet: config.worker.fleet.clone(),
     };
     serve(loader, dir, admin, state, config, shutdown).await;
     Ok(())
@@ -211,6 +216,8 @@ async fn serve<B: AdminBackend>(
         tasks.spawn(async move { enqueue_demo(&file, &state).await });
     }
     let (backend, plugins) = (state.backend.clone(), state.plugins.clone());
+    let (fleet, control, stop) = (state.fleet.clone(), backend.clone(), shutdown.clone());
+    tasks.spawn(async move { fleet.follow(&control, stop).await });
     tasks.spawn(admin::serve(admin, state, shutdown.clone()));
     Worker::new(backend, plugins, config.worker)
         .run(shutdown)

@@ -8,8 +8,8 @@
 //!
 //! | name | type | labels |
 //! |---|---|---|
-//! | `jobhost_jobs_total` | counter | `queue`, `job_type`, `outcome` (`completed`, `retried`, `deferred`, `expired`, `dead_lettered`) |
-//! | `jobhost_dead_letters_total` | counter | `queue`, `cause` (see [`DeadCause::label`](crate::job::DeadCause::label)); expired jobs are not counted here, though their messages go to the dead-letter queue too |
+//! | `jobhost_jobs_total` | counter | `queue`, `job_type`, `outcome` (`completed`, `retried`, `deferred`, `expired`, `dead_lettered`, `cancelled`) |
+//! | `jobhost_dead_letters_total` | counter | `queue`, `cause` (see [`DeadCause::label`](crate::job::DeadCause::label)); expired and cancelled jobs are not counted here, though their messages go to the dead-letter queue too |
 //! | `jobhost_job_duration_seconds` | histogram | `job_type`: the handler's run time |
 //! | `jobhost_delivery_duration_seconds` | histogram | `job_type`: a whole delivery, from its pull to its settlement |
 //! | `jobhost_jobs_in_flight` | gauge | none: deliveries being run or settled now |
@@ -20,10 +20,11 @@
 //! | `jobhost_instances_in_use` | gauge | none: pool slots holding a job's or a load's instance |
 //! | `jobhost_hold_queue_messages` | gauge | `queue`: messages in the work queue's hold queues, set by the admin API at each scrape |
 //! | `jobhost_hold_overdue_released_total` | counter | `queue`: held messages the broker kept past their delay, which the host released itself (RabbitMQ) |
+//! | `jobhost_queue_paused` | gauge | `queue`: 1 while the fleet has the queue paused, as this host last learnt it, else 0 |
 //!
 //! # Bounded labels
 //! `queue` is a queue the worker consumes, which a loaded manifest declared. `job_type` is
-//! a job type of a loaded manifest, from when a handler of it runs; a delivery
+//! a job type of a loaded manifest, from when its route is found; a delivery
 //! dead-lettered before that (a job type no loaded manifest declares, which a producer may
 //! send, a message that is not an envelope, a payload too large, a poison message) counts
 //! as [`OTHER_JOB_TYPE`]. `cause` and the other labels are closed sets. The series of a
@@ -89,6 +90,7 @@ struct Inner {
     reconnects: Counter,
     hold_messages: Family<QueueLabels, Gauge>,
     overdue_released: Family<QueueLabels, Counter>,
+    paused: Family<QueueLabels, Gauge>,
     pool: Arc<InstancePool>,
     activity: Activity,
 }
@@ -109,6 +111,7 @@ impl Default for Inner {
             reconnects: Counter::default(),
             hold_messages: Family::default(),
             overdue_released: Family::default(),
+            paused: Family::default(),
             pool: Arc::default(),
             activity: Activity::default(),
         };
@@ -137,6 +140,7 @@ impl Inner {
             reconnects: "jobhost_broker_reconnects", "New broker connections after a lost one";
             hold_messages: "jobhost_hold_queue_messages", "Messages waiting in the hold queues of a work queue (retries and deferrals), as the broker counted them at the scrape";
             overdue_released: "jobhost_hold_overdue_released", "Held messages the broker kept past their delay, which the host took out of the hold queue and released onto the work queue itself, by work queue";
+            paused: "jobhost_queue_paused", "1 while the fleet has a queue paused (the host does not consume it), else 0";
         }
         self.registry
             .register_collector(Box::new(self.pool.clone()));
@@ -183,6 +187,17 @@ impl Metrics {
         };
         let held = i64::try_from(held).unwrap_or(i64::MAX);
         self.inner.hold_messages.get_or_create(&labels).set(held);
+    }
+
+    /// Whether the fleet has `queue` paused, as this host learnt it last.
+    pub(crate) fn queue_paused(&self, queue: &str, paused: bool) {
+        let labels = QueueLabels {
+            queue: queue.into(),
+        };
+        self.inner
+            .paused
+            .get_or_create(&labels)
+            .set(i64::from(paused));
     }
 
     /// [`OTHER_JOB_TYPE`], shared.

@@ -7,17 +7,18 @@ mod cli_support;
 
 use std::time::{Duration, Instant};
 
+use jobhost::admin::api::{Command, OrderRequest};
 use jobhost::admin::{
     self, AdminAccess, AdminClient, AdminState, ClientError, HEADER_READ_TIMEOUT, MAX_CONNECTIONS,
     MAX_DEAD_LIMIT,
 };
-use jobhost::broker::MemoryBackend;
+use jobhost::broker::{Control, MemoryBackend};
 use jobhost::grants::SharedGrants;
-use jobhost::job::{Invocation, JobSpec, Manifest, Outcome};
+use jobhost::job::{Invocation, JobSpec, Manifest, Operator, Outcome};
 use jobhost::metrics::Metrics;
 use jobhost::policy::Granularity;
 use jobhost::testing::native_unit;
-use jobhost::worker::Plugins;
+use jobhost::worker::{Fleet, Plugins};
 use jobhost_sdk::QueueConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -30,6 +31,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// when dropped.
 struct Api {
     addr: String,
+    backend: MemoryBackend,
     stop: CancellationToken,
 }
 
@@ -58,18 +60,21 @@ async fn api() -> Api {
         Outcome::Completed { follow_ups: vec![] }
     });
     plugins.install(unit).expect("installs");
+    let backend = MemoryBackend::new();
     let state = AdminState {
-        backend: MemoryBackend::new(),
+        backend: backend.clone(),
         plugins,
         granularity: Granularity::default(),
         access,
         metrics: Metrics::new(),
         grants: SharedGrants::default(),
+        fleet: Fleet::default(),
     };
     let stop = CancellationToken::new();
     tokio::spawn(admin::serve(listener, state, stop.clone()));
     Api {
         addr: bound.to_string(),
+        backend,
         stop,
     }
 }
@@ -86,23 +91,7 @@ async fn status(api: &Api, request_line: &str, headers: &[&str]) -> u16 {
 
 /// The whole answer to `request_line` sent with `headers`, over a raw connection.
 async fn answer(api: &Api, request_line: &str, headers: &[&str]) -> String {
-    let exchange = async {
-        let mut stream = TcpStream::connect(&api.addr).await.expect("connects");
-        let mut request =
-            format!("{request_line} HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n");
-        for header in headers {
-            request.push_str(header);
-            request.push_str("\r\n");
-        }
-        request.push_str("\r\n");
-        stream.write_all(request.as_bytes()).await.expect("sends");
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await.expect("reads");
-        answer
-    };
-    tokio::time::timeout(PATIENCE, exchange)
-        .await
-        .expect("an answer in time")
+    answer_with_body(api, request_line, headers, "").await
 }
 
 #[tokio::test]
@@ -210,7 +199,14 @@ async fn reading_payloads_failure_reasons_or_grants_without_the_token_is_unautho
 async fn mutating_requests_without_the_token_are_unauthorized_401() {
     let api = api().await;
     let host = format!("Host: {}", api.addr);
-    for request in ["POST /jobs", "POST /dead/q/replay", "DELETE /dead/q"] {
+    for request in [
+        "POST /jobs",
+        "POST /dead/q/replay",
+        "DELETE /dead/q",
+        "POST /queues/q/pause",
+        "POST /queues/q/resume",
+        "POST /jobs/6f9619ff-8b86-4d01-b42d-00c04fc964ff/cancel",
+    ] {
         assert_eq!(
             status(&api, request, &[&host]).await,
             401,
@@ -436,4 +432,85 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
         started.elapsed() < HEADER_READ_TIMEOUT,
         "answered because one closed, not because the idle ones timed out"
     );
+}
+
+#[tokio::test]
+async fn the_token_holder_pauses_resumes_and_cancels_with_who_asked_and_nothing_else() {
+    let api = api().await;
+    let owner = AdminClient::new(&api.addr).with_token(TOKEN);
+    let alice = OrderRequest {
+        by: Operator::new("alice@ops").expect("an operator"),
+    };
+    let order = owner
+        .pause_queue("q", true, &alice)
+        .await
+        .expect("the owner pauses a queue of a loaded plugin");
+    assert_eq!(order.command, Command::Pause { queue: "q".into() });
+    assert_eq!(order.by.as_str(), "alice@ops");
+    assert!(api.backend.is_paused("q").await.expect("memory answers"));
+    owner
+        .pause_queue("q", false, &alice)
+        .await
+        .expect("and resumes it");
+    assert!(!api.backend.is_paused("q").await.expect("memory answers"));
+    let job_id = uuid::Uuid::new_v4();
+    let order = owner
+        .cancel_job(job_id, &alice)
+        .await
+        .expect("the owner cancels any job id");
+    assert_eq!(order.command, Command::Cancel { job_id });
+
+    let err = owner
+        .pause_queue("not.loaded", true, &alice)
+        .await
+        .expect_err("only queues of loaded plugins");
+    assert!(
+        matches!(&err, ClientError::Api { status: 404, message } if message.contains("not a queue of a loaded plugin")),
+        "{err}"
+    );
+    let host = format!("Host: {}", api.addr);
+    let token = format!("Authorization: Bearer {TOKEN}");
+    let json = "Content-Type: application/json";
+    for (request, body, wanted) in [
+        ("POST /jobs/not-a-uuid/cancel", r#"{"by":"a"}"#, 400),
+        ("POST /queues/q/pause", r#"{"by":"eve\u001b[2J"}"#, 422),
+        ("POST /queues/q/pause", r#"{"by":""}"#, 422),
+        ("POST /queues/q/pause", "{}", 422),
+    ] {
+        let answer = answer_with_body(&api, request, &[&host, &token, json], body).await;
+        let code: u16 = answer
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("an HTTP status line: {answer}"));
+        assert_eq!(code, wanted, "`{request}` with `{body}`: {answer}");
+    }
+    assert!(
+        !api.backend.is_paused("q").await.expect("memory answers"),
+        "no refused order took effect"
+    );
+}
+
+/// The whole answer to `request_line` with `headers` and `body`, over a raw connection.
+async fn answer_with_body(api: &Api, request_line: &str, headers: &[&str], body: &str) -> String {
+    let exchange = async {
+        let mut stream = TcpStream::connect(&api.addr).await.expect("connects");
+        let mut request = format!(
+            "{request_line} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for header in headers {
+            request.push_str(header);
+            request.push_str("\r\n");
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        stream.write_all(request.as_bytes()).await.expect("sends");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("reads");
+        answer
+    };
+    tokio::time::timeout(PATIENCE, exchange)
+        .await
+        .expect("an answer in time")
 }

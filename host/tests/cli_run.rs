@@ -1,7 +1,8 @@
 //! `jobhost run` on the memory backend, driven through the real binary: enqueue (with an
-//! expiry too), dead letters, policies, exit codes and a clean Ctrl-C, also while a plugin
-//! hangs loading; a log without credentials, and `jobhost dashboard`'s link; plugin files
-//! that are too large or not regular files refused without being read.
+//! expiry too), dead letters, policies, pausing a queue and cancelling a job, exit codes
+//! and a clean Ctrl-C, also while a plugin hangs loading; a log without credentials, and
+//! `jobhost dashboard`'s link; plugin files that are too large or not regular files refused
+//! without being read.
 
 mod cli_support;
 
@@ -649,5 +650,94 @@ fn plugin_files_that_are_fifos_or_link_to_one_or_to_a_file_over_the_cap_are_refu
             big.display()
         )),
         "{linked}"
+    );
+}
+
+#[test]
+fn a_queue_paused_with_the_cli_holds_its_jobs_until_resumed_and_a_cancelled_one_never_runs() {
+    let host = Host::start(&["scripted"]);
+    host.wait_for_line(STARTUP, |l| {
+        l.contains("consuming") && l.contains("queue=test.emails ")
+    });
+    let paused = stdout_of(&host.cli(&["queue", "pause", "test.emails", "--by", "ops@test"]));
+    assert!(
+        paused.starts_with("paused test.emails for the fleet (by ops@test, at "),
+        "{paused}"
+    );
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("stopped consuming the paused queue") && l.contains("test.emails")
+    });
+    let enqueue = |key: &str| {
+        let payload = format!(r#"{{"key": "{key}"}}"#);
+        let output = host.cli(&["enqueue", "scripted.SendEmail", &payload, "--json"]);
+        json_of(&output)["job_id"]
+            .as_str()
+            .expect("a job id")
+            .to_owned()
+    };
+    let kept = enqueue("kept@example.com");
+    let doomed = enqueue("doomed@example.com");
+    let cancelled = stdout_of(&host.cli(&["job", "cancel", &doomed, "--by", "ops@test"]));
+    assert!(
+        cancelled.starts_with(&format!("cancelled job {doomed} (by ops@test, at ")),
+        "{cancelled}"
+    );
+
+    let resumed_at = host.line_count();
+    stdout_of(&host.cli(&["queue", "resume", "test.emails"]));
+    host.wait_for_line_after(resumed_at, PROCESSING, |l| {
+        l.contains(logged_id(&kept)) && l.contains("job completed")
+    });
+    host.wait_for_line_after(resumed_at, PROCESSING, |l| {
+        l.contains(logged_id(&doomed)) && l.contains("job cancelled")
+    });
+    let log = host.log_lines();
+    assert!(
+        !log[..resumed_at]
+            .iter()
+            .any(|l| l.contains("scripted call")),
+        "nothing ran while paused"
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("doomed@example.com")),
+        "the cancelled job never ran"
+    );
+    let listed = stdout_of(&host.cli(&["dead", "list", "test.emails"]));
+    assert!(
+        listed.contains(&doomed) && listed.contains("cancelled by ops@test at "),
+        "`dead list` shows who cancelled it and when:\n{listed}"
+    );
+}
+
+#[test]
+fn a_job_id_that_is_not_a_uuid_or_a_by_with_control_characters_is_refused_before_anything_is_sent()
+{
+    let output = jobhost()
+        .args(["job", "cancel", "not-a-uuid"])
+        .output()
+        .expect("jobhost runs");
+    assert_eq!(output.status.code(), Some(2), "a usage error");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not a job id"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output = jobhost()
+        .args([
+            "queue",
+            "pause",
+            "q",
+            "--by",
+            "eve\u{1b}[2J",
+            "--admin",
+            "127.0.0.1:9",
+        ])
+        .output()
+        .expect("jobhost runs");
+    assert_eq!(output.status.code(), Some(1), "refused, not sent");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("`--by` is refused"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
     );
 }

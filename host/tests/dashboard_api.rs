@@ -14,7 +14,7 @@ use jobhost::job::{Deadline, JobSpec, Manifest, Outcome};
 use jobhost::metrics::Metrics;
 use jobhost::policy::Granularity;
 use jobhost::testing::native_unit;
-use jobhost::worker::Plugins;
+use jobhost::worker::{Fleet, Plugins};
 use jobhost_sdk::{QueueConfig, RetryPolicy};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -71,6 +71,7 @@ async fn host_on(backend: &MemoryBackend, stop: &CancellationToken) -> String {
         access: AdminAccess::new(TOKEN, "127.0.0.1:0", addr),
         metrics: Metrics::new(),
         grants: SharedGrants::default(),
+        fleet: Fleet::default(),
     };
     tokio::spawn(admin::serve(listener, state, stop.clone()));
     addr.to_string()

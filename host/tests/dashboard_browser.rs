@@ -3,8 +3,10 @@
 //! `xdg-open`): a scenario of
 //! jobs that succeed, retry and dead-letter by two causes shows its queues, plugin
 //! versions and dead letters; replaying one dead letter from the page puts it back on its
-//! queue, where it completes; and swapping a plugin file shows the reload in the plugin's
-//! history without reloading the page. Each state is saved as a screenshot under
+//! queue, where it completes; swapping a plugin file shows the reload in the plugin's
+//! history without reloading the page; and a queue's Pause button pauses it for the fleet
+//! (the host stops consuming it, the row says `paused`) until its Resume button, while a
+//! job queued there and cancelled from the page is dead-lettered unrun, by `dashboard`. Each state is saved as a screenshot under
 //! `target/dashboard-screenshots/` for review.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them) and the test
@@ -20,9 +22,10 @@ use std::time::Duration;
 
 use browser_support::{Browser, LAPTOP};
 use cli_support::{Host, jobhost, stdout_of};
+use jobhost::broker::paused_marker_name;
 use serde_json::json;
 use support::worker::{eventually, fixture_queues, publish};
-use support::{amqp_url, backend, unique};
+use support::{Cleanup, amqp_url, backend, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -74,6 +77,7 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         return;
     }
     let _cleanup = fixture_queues(&[EMAILS, VERSIONED]);
+    let _mark = Cleanup::new(&[&paused_marker_name(VERSIONED)]);
     let Some(producer) = backend(&unique("dashboard")).await else {
         return;
     };
@@ -248,6 +252,59 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         .await;
     browser.screenshot("4-replayed").await;
 
+    // Paused for the fleet from its row, and resumed.
+    let versioned = "#queues tr[data-queue='test.versioned']";
+    browser
+        .click(&format!("{versioned} button[data-action='pause']"))
+        .await;
+    browser
+        .until(
+            PATIENCE,
+            "the paused badge",
+            &format!("document.querySelector(\"{versioned} .badge\")?.textContent === 'paused'"),
+        )
+        .await;
+    host.wait_for_line(PATIENCE, |l| {
+        l.contains("stopped consuming the paused queue") && l.contains(VERSIONED)
+    });
+    // A job queued on the paused queue, cancelled from the page: dead-lettered unrun once
+    // the queue is resumed, saying who cancelled it.
+    let cancelled = publish(
+        &producer,
+        "versioned.Echo",
+        VERSIONED,
+        json!({"message": "c"}),
+    )
+    .await
+    .job_id
+    .to_string();
+    browser
+        .eval(&format!(
+            "(document.getElementById('cancel-id').value = '{cancelled}', \
+             document.querySelector('#cancel-job button').click(), true)"
+        ))
+        .await;
+    host.wait_for_line(PATIENCE, |l| {
+        l.contains("operator order given to the fleet") && l.contains(&cancelled)
+    });
+    browser.screenshot("5-paused").await;
+    browser
+        .click(&format!("{versioned} button[data-action='resume']"))
+        .await;
+    let row = format!("#dead tbody tr[data-job-id='{cancelled}']");
+    browser
+        .until(PATIENCE, "the cancelled job's dead letter", &format!("document.querySelector(\"{row} .reason\")?.textContent.startsWith('cancelled by dashboard at ')"))
+        .await;
+    browser
+        .until(PATIENCE, "the cancellation counted on its queue and among the failures", &format!("document.querySelector(\"{versioned} td:nth-child(10)\")?.textContent === '1' && [...document.querySelectorAll('#failures .badge')].some(b => b.textContent === 'cancelled')"))
+        .await;
+    browser
+        .until(PATIENCE, "the Pause button back, without the badge", &format!("document.querySelector(\"{versioned} button[data-action='pause']\") !== null && document.querySelector(\"{versioned} .badge\") === null"))
+        .await;
+    host.wait_for_line(PATIENCE, |l| {
+        l.contains("queue resumed by an operator") && l.contains(VERSIONED)
+    });
+
     // The guide's picture (docs/dashboard.png): the whole page on a full-HD screen, on the
     // letters still dead.
     browser
@@ -265,10 +322,10 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
             "document.querySelector('#dead tbody tr .reason') !== null",
         )
         .await;
-    browser.screenshot("5-full-hd").await;
+    browser.screenshot("6-full-hd").await;
     browser
         .eval("document.getElementById('jobs-card').scrollIntoView() ?? true")
         .await;
-    browser.screenshot("6-job-types").await;
+    browser.screenshot("7-job-types").await;
     browser.close().await;
 }

@@ -19,7 +19,7 @@ use jobhost::plugin::{Engine, EngineConfig};
 use jobhost::policy::Granularity;
 use jobhost::reload::Loader;
 use jobhost::testing::{Harness, native_unit};
-use jobhost::worker::{Plugins, WorkerConfig};
+use jobhost::worker::{Fleet, Plugins, WorkerConfig};
 use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -241,6 +241,7 @@ async fn the_hold_queue_gauge_counts_what_waits_in_a_queues_hold_queues_at_the_s
         access: AdminAccess::new("token", "127.0.0.1:0", addr),
         metrics: Metrics::new(),
         grants: jobhost::grants::SharedGrants::default(),
+        fleet: Fleet::default(),
     };
     let stop = CancellationToken::new();
     tokio::spawn(admin::serve(listener, state, stop.clone()));

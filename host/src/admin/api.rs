@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use super::grants_view::{GrantsView, SecretView};
-pub use crate::broker::{DeadLetterList, DeadLetterView, Replayed as ReplayReport};
+pub use crate::broker::{Command, DeadLetterList, DeadLetterView, Order, Replayed as ReplayReport};
 use crate::grants::{Grants, Pin};
 use crate::job::JobSpec;
+use crate::job::Operator;
 use crate::worker::{Registry, Route, Unit};
 
 /// `GET /healthz`.
@@ -419,6 +420,15 @@ pub struct PurgeReport {
 pub struct ErrorBody {
     /// What went wrong, and what to do about it.
     pub error: String,
+}
+
+/// `POST /queues/{queue}/pause`, `POST /queues/{queue}/resume`, `POST /jobs/{job_id}/cancel`:
+/// who asks, as the order records it (checked as an [`Operator`]). The answer is the
+/// [`Order`] as the fleet received it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderRequest {
+    /// Who asks, e.g. `alice@build-7`.
+    pub by: Operator,
 }
 
 /// `duration` in whole milliseconds, saturating.

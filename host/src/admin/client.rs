@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 use tokio::net::TcpStream;
 
 use super::api::{
-    DeadLetterList, EnqueueRequest, Enqueued, ErrorBody, Health, PluginView, PolicyReport,
-    PurgeReport, ReplayReport,
+    DeadLetterList, EnqueueRequest, Enqueued, ErrorBody, Health, Order, OrderRequest, PluginView,
+    PolicyReport, PurgeReport, ReplayReport,
 };
 use super::dashboard::LoginView;
 
@@ -93,7 +93,7 @@ impl AdminClient {
     }
 
     /// Send `token` as `Authorization: Bearer`, which the host requires of the requests
-    /// that change jobs (enqueue, replay, purge).
+    /// that change jobs (enqueue, replay, purge, pause, resume, cancel).
     pub fn with_token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
         self
@@ -152,6 +152,28 @@ impl AdminClient {
     pub async fn purge_dead_letters(&self, queue: &str) -> Result<PurgeReport, ClientError> {
         let path = format!("/dead/{}", segment(queue));
         self.call(Method::DELETE, &path, None::<&()>).await
+    }
+
+    /// `POST /queues/{queue}/pause`, or `/resume` when `pause` is false.
+    pub async fn pause_queue(
+        &self,
+        queue: &str,
+        pause: bool,
+        request: &OrderRequest,
+    ) -> Result<Order, ClientError> {
+        let action = if pause { "pause" } else { "resume" };
+        let path = format!("/queues/{}/{action}", segment(queue));
+        self.call(Method::POST, &path, Some(request)).await
+    }
+
+    /// `POST /jobs/{job_id}/cancel`.
+    pub async fn cancel_job(
+        &self,
+        job_id: uuid::Uuid,
+        request: &OrderRequest,
+    ) -> Result<Order, ClientError> {
+        let path = format!("/jobs/{job_id}/cancel");
+        self.call(Method::POST, &path, Some(request)).await
     }
 
     async fn call<T: DeserializeOwned>(

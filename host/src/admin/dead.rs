@@ -4,12 +4,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::broker::{
-    Backend, BrokerError, DeadLetters, MemoryBackend, QueueDepth, RabbitMqBackend,
+    Backend, BrokerError, Control, DeadLetters, MemoryBackend, QueueDepth, RabbitMqBackend,
 };
 
 /// A backend the admin API can serve: the worker's [`Backend`], the operator's
-/// [`DeadLetters`], and the depths the dashboard shows.
-pub trait AdminBackend: Backend + DeadLetters + Clone {
+/// [`DeadLetters`] and [`Control`] of the fleet, and the depths the dashboard shows.
+pub trait AdminBackend: Backend + DeadLetters + Control + Clone {
     /// `"memory"` or `"rabbitmq"`, for `/healthz` and logs.
     const KIND: &'static str;
 

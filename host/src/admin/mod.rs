@@ -1,4 +1,5 @@
-//! The local admin API: what `jobhost plugins|policy|enqueue|dead|dashboard` ask a running host.
+//! The local admin API: what `jobhost plugins|policy|enqueue|dead|queue|job|dashboard` ask a
+//! running host.
 //!
 //! The host serves it on loopback (`127.0.0.1:7878` by default). It answers only to
 //! requests addressed to it by a loopback name or its own address, refuses web pages of
@@ -25,11 +26,15 @@
 //! | `DELETE /dead/{queue}` | [`PurgeReport`](api::PurgeReport) | token, or session from the page |
 //! | `POST /dead/{queue}/{job_id}/replay` | [`ReplayReport`](api::ReplayReport) of that one job | token, or session from the page |
 //! | `DELETE /dead/{queue}/{job_id}` | [`PurgeReport`](api::PurgeReport) of that one job | token, or session from the page |
+//! | `POST /queues/{queue}/pause` | [`OrderRequest`](api::OrderRequest) -> [`Order`](api::Order): the fleet stops consuming the queue | token, or session from the page |
+//! | `POST /queues/{queue}/resume` | [`OrderRequest`](api::OrderRequest) -> [`Order`](api::Order): the fleet consumes it again | token, or session from the page |
+//! | `POST /jobs/{job_id}/cancel` | [`OrderRequest`](api::OrderRequest) -> [`Order`](api::Order): the job is cancelled wherever it is | token, or session from the page |
 //!
 //! The server takes at most [`MAX_CONNECTIONS`] connections at once and closes one that
 //! has not sent a request head within [`HEADER_READ_TIMEOUT`].
 //!
-//! The `/dead` routes serve only the queues of loaded plugins.
+//! The `/dead` and `/queues` routes serve only the queues of loaded plugins; a pause,
+//! resume or cancel reaches the whole fleet on the broker (see [`Control`](crate::broker::Control)).
 //!
 //! Errors are `{"error": "..."}` with 404 for an unknown job type or queue, 503 when the
 //! broker is unreachable, 502 when it refused, 400 for a `limit` above

@@ -20,8 +20,8 @@ use uuid::Uuid;
 
 use super::access;
 use super::api::{
-    DeadLetterList, EnqueueRequest, Enqueued, Health, PluginView, PolicyReport, PurgeReport,
-    ReplayReport,
+    Command, DeadLetterList, EnqueueRequest, Enqueued, Health, Order, OrderRequest, PluginView,
+    PolicyReport, PurgeReport, ReplayReport,
 };
 use super::dashboard;
 use super::dead::AdminBackend;
@@ -65,6 +65,8 @@ fn routes<B: AdminBackend>(state: AdminState<B>, shutdown: CancellationToken) ->
         .route("/dead/{queue}/replay", post(replay_dead::<B>))
         .route("/dead/{queue}/{job_id}", delete(purge_one::<B>))
         .route("/dead/{queue}/{job_id}/replay", post(replay_one::<B>))
+        .route("/queues/{queue}/{action}", post(pause_or_resume::<B>))
+        .route("/jobs/{job_id}/cancel", post(cancel_job::<B>))
         .with_state(state)
         .merge(dashboard.private)
         .route_layer(middleware::from_fn(access::require_caller))
@@ -265,7 +267,50 @@ async fn purge_one<B: AdminBackend>(
     Ok(Json(PurgeReport { purged: 1 }))
 }
 
-/// The `/dead` routes serve only the dead letters of queues a loaded plugin declares, so
+/// What `POST /queues/{queue}/{action}` does to the queue.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum QueueAction {
+    Pause,
+    Resume,
+}
+
+async fn pause_or_resume<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path((queue, action)): Path<(String, QueueAction)>,
+    Json(request): Json<OrderRequest>,
+) -> Result<Json<Order>, ApiError> {
+    loaded(&state, &queue)?;
+    let command = match action {
+        QueueAction::Pause => Command::Pause { queue },
+        QueueAction::Resume => Command::Resume { queue },
+    };
+    order(&state, command, request).await
+}
+
+/// Any job id, because the job may be queued, held or running on another host, none of
+/// which this host can see.
+async fn cancel_job<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path(job_id): Path<Uuid>,
+    Json(request): Json<OrderRequest>,
+) -> Result<Json<Order>, ApiError> {
+    order(&state, Command::Cancel { job_id }, request).await
+}
+
+/// Give the fleet `command`, from whoever `request` says, now.
+async fn order<B: AdminBackend>(
+    state: &AdminState<B>,
+    command: Command,
+    request: OrderRequest,
+) -> Result<Json<Order>, ApiError> {
+    let order = Order::now(command, request.by);
+    state.backend.order(&order).await?;
+    tracing::info!(order = ?order.command, by = %order.by, "operator order given to the fleet");
+    Ok(Json(order))
+}
+
+/// The `/dead` and `/queues` routes serve only the queues a loaded plugin declares, so
 /// the API never reaches, with the host's broker credentials, a queue of the vhost that
 /// is not this host's.
 fn loaded<B>(state: &AdminState<B>, queue: &str) -> Result<(), ApiError> {
@@ -275,8 +320,8 @@ fn loaded<B>(state: &AdminState<B>, queue: &str) -> Result<(), ApiError> {
     Err(ApiError::new(
         StatusCode::NOT_FOUND,
         format!(
-            "`{}` is not a queue of a loaded plugin, so this host serves no dead letters of \
-             it; `jobhost plugins` lists the queues",
+            "`{}` is not a queue of a loaded plugin, so this host serves neither its dead \
+             letters nor its pause; `jobhost plugins` lists the queues",
             bounded(queue, NAME_MAX)
         ),
     ))

@@ -3,7 +3,7 @@
 use crate::grants::SharedGrants;
 use crate::metrics::Metrics;
 use crate::policy::Granularity;
-use crate::worker::Plugins;
+use crate::worker::{Fleet, Plugins};
 
 use super::access::AdminAccess;
 
@@ -22,4 +22,6 @@ pub struct AdminState<B> {
     pub metrics: Metrics,
     /// The grants in force, shown with each plugin.
     pub grants: SharedGrants,
+    /// What the fleet's operators paused, as the worker knows it.
+    pub fleet: Fleet,
 }

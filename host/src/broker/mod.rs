@@ -1,5 +1,6 @@
-//! Where jobs wait: the [`Backend`] seam and its two implementations, and what an operator
-//! does with dead letters on either ([`DeadLetters`]).
+//! Where jobs wait: the [`Backend`] seam and its two implementations, what an operator
+//! does with dead letters on either ([`DeadLetters`]), and what an operator tells the
+//! whole fleet through either: pause, resume, cancel ([`Control`]).
 //!
 //! The seam is shaped after RabbitMQ's topology (see docs/architecture.md, "Wire format
 //! and topology"): a work queue `q`, its dead-letter queue `q.dead`, and one hold queue
@@ -14,6 +15,7 @@
 //! - retries, deferrals and dead letters are publish-then-ack, composed by the worker, so
 //!   a failed publish leaves the original to be redelivered.
 
+mod control;
 mod dead;
 mod hold;
 mod memory;
@@ -28,6 +30,10 @@ use crate::envelope::Envelope;
 use crate::policy::{DelayTooLong, HoldDelay};
 use crate::trace::TraceContext;
 
+pub use control::{
+    BadOrder, CONTROL_RETENTION, CONTROL_STREAM, Command, Control, Followed, Follower,
+    MAX_ORDER_BYTES, MEMORY_ORDERS, Order, paused_marker_name,
+};
 pub use dead::{
     DeadLetterList, DeadLetterView, DeadLetters, EXCERPT_MAX, HEADER_VALUE_MAX, HEADERS_MAX,
     LISTING_MAX_BYTES, Replayed,
@@ -35,9 +41,12 @@ pub use dead::{
 pub use hold::{
     HoldQueue, MAX_HOLD_DELAY, SHORT_STRING_MAX, dead_letter_queue_name, queue_name_rule,
 };
-pub use memory::{DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery};
+pub use memory::{
+    DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery, MemoryFollower,
+};
 pub use rabbitmq::{
-    RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqOptions, ReconnectBackoff,
+    RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower, RabbitMqOptions,
+    ReconnectBackoff,
 };
 
 /// A broker the worker consumes from and publishes to.

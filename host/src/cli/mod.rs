@@ -5,6 +5,7 @@
 
 mod broker_access;
 mod build;
+mod control;
 mod dashboard;
 mod demo_server;
 mod dev;
@@ -84,6 +85,16 @@ enum Command {
     Dead {
         #[command(subcommand)]
         action: DeadAction,
+    },
+    /// Pause or resume a queue for the whole fleet.
+    Queue {
+        #[command(subcommand)]
+        action: QueueAction,
+    },
+    /// Cancel a job wherever it is: queued, held, or running on any host.
+    Job {
+        #[command(subcommand)]
+        action: JobAction,
     },
     /// Print a link that signs a browser in to the running host's dashboard (good once,
     /// for a few minutes); the host never logs one.
@@ -317,6 +328,49 @@ enum DeadAction {
     },
 }
 
+/// How an operator order reaches the fleet, and who gives it.
+#[derive(Debug, Args)]
+struct OrderArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Who gives the order, as cancelled jobs show it; default `$USER@hostname`.
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum QueueAction {
+    /// Stop every host consuming QUEUE, now and after restarts, until it is resumed; its
+    /// messages keep their place and running jobs finish.
+    Pause {
+        #[command(flatten)]
+        order: OrderArgs,
+        /// The work queue.
+        queue: String,
+    },
+    /// Let every host consume QUEUE again.
+    Resume {
+        #[command(flatten)]
+        order: OrderArgs,
+        /// The work queue.
+        queue: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum JobAction {
+    /// Cancel job ID: interrupted at once on the host that runs it, or settled as cancelled
+    /// without running when it is delivered; either way it lands in its queue's dead letters
+    /// with who cancelled it and when.
+    Cancel {
+        #[command(flatten)]
+        order: OrderArgs,
+        /// The job's id.
+        #[arg(value_parser = control::job_id)]
+        job_id: uuid::Uuid,
+    },
+}
+
 fn duration(text: &str) -> Result<Duration, String> {
     jobhost_sdk::parse_duration(text).map_err(|err| err.to_string())
 }
@@ -375,6 +429,8 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plugins(args) => ops::plugins(args).await,
         Command::Policy(args) => ops::policy(args).await,
         Command::Dead { action } => ops::dead(action).await,
+        Command::Queue { action } => control::queue(action).await,
+        Command::Job { action } => control::job(action).await,
         Command::Dashboard(args) => dashboard::run(args).await,
     }
 }

@@ -393,7 +393,7 @@ fn print_dead_letters(queue: &str, list: &DeadLetterList) {
 }
 
 /// The running host's admin API, with its token when the token file is there.
-fn admin_client(args: &ClientArgs) -> anyhow::Result<AdminClient> {
+pub(super) fn admin_client(args: &ClientArgs) -> anyhow::Result<AdminClient> {
     let client = AdminClient::new(&args.admin);
     let file = paths::token_file(args.token.admin_token_file.as_deref(), &args.admin)?;
     Ok(match paths::read_token(&file)? {
@@ -402,7 +402,7 @@ fn admin_client(args: &ClientArgs) -> anyhow::Result<AdminClient> {
     })
 }
 
-async fn connect(url: &str, args: &ClientArgs) -> anyhow::Result<Arc<RabbitMqBackend>> {
+pub(super) async fn connect(url: &str, args: &ClientArgs) -> anyhow::Result<Arc<RabbitMqBackend>> {
     let options = RabbitMqOptions::default()
         .connection_name("jobhost-cli")
         .outage_timeout(BROKER_PATIENCE);
@@ -413,7 +413,7 @@ async fn connect(url: &str, args: &ClientArgs) -> anyhow::Result<Arc<RabbitMqBac
     Ok(Arc::new(backend))
 }
 
-fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+pub(super) fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }

@@ -9,12 +9,15 @@
 //! - [`PluginChange`]: what a load of one plugin file did.
 //! - [`Deadline`], [`Expired`], [`Start`]: when a job expires, and a start that would come
 //!   after it.
+//! - [`Operator`], [`Cancellation`]: who gave an operator command and when, as a cancelled
+//!   job shows it.
 //! - [`MAX_HOLD_DELAY`], [`DelayTooLong`]: how long a job can wait in a hold queue.
 
 mod delay;
 mod expiry;
 mod invocation;
 mod manifest;
+mod operator;
 mod plugin_change;
 mod settled;
 
@@ -23,5 +26,6 @@ pub use expiry::{Deadline, Expired, Start};
 pub(crate) use expiry::{now_ms, now_plus};
 pub use invocation::{FollowUp, Invocation, Outcome};
 pub use manifest::{JobSpec, Manifest, ManifestError};
+pub use operator::{Cancellation, OPERATOR_MAX, Operator, Utc};
 pub use plugin_change::PluginChange;
 pub use settled::{DeadCause, Delayed, JobRef, Observer, Settled, SettledJob};

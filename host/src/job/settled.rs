@@ -15,7 +15,8 @@
 //!
 //! # Contract
 //! - [`Settled`] is the whole story of a settlement: completed, retried, deferred, expired
-//!   (see [`Expired`]), or dead-lettered with a [`DeadCause`]. Observers match on it; a new
+//!   (see [`Expired`]), dead-lettered with a [`DeadCause`], or cancelled by an operator (its
+//!   message in the dead-letter queue too, with who and when). Observers match on it; a new
 //!   variant is a compile error in each of them until it is mapped.
 //! - An expired job goes to the dead-letter queue too, where an operator looks, but it is
 //!   not a failure: it counts as `expired`, not under `jobhost_dead_letters_total`.
@@ -33,7 +34,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{DelayTooLong, Expired};
+use super::{Cancellation, DelayTooLong, Expired};
 
 /// One settled delivery, as its observers see it.
 #[derive(Debug, Clone, Copy)]
@@ -85,6 +86,9 @@ pub enum Settled {
     Expired(Expired),
     /// The message is in the dead-letter queue of the queue it came from, for `cause`.
     DeadLettered(DeadCause),
+    /// An operator cancelled the job: it did not run, or its attempt was interrupted, and
+    /// its message is in the dead-letter queue with the [`Cancellation`] as its reason.
+    Cancelled(Cancellation),
 }
 
 impl Settled {
@@ -96,6 +100,7 @@ impl Settled {
             Self::Deferred => "deferred",
             Self::Expired(_) => "expired",
             Self::DeadLettered(_) => "dead_lettered",
+            Self::Cancelled(_) => "cancelled",
         }
     }
 
@@ -103,7 +108,11 @@ impl Settled {
     pub fn dead_cause(&self) -> Option<&DeadCause> {
         match self {
             Self::DeadLettered(cause) => Some(cause),
-            Self::Completed | Self::Retried | Self::Deferred | Self::Expired(_) => None,
+            Self::Completed
+            | Self::Retried
+            | Self::Deferred
+            | Self::Expired(_)
+            | Self::Cancelled(_) => None,
         }
     }
 }

@@ -22,7 +22,7 @@ use crate::broker::{Backend, MemoryBackend};
 use crate::envelope::Envelope;
 use crate::plugin::Engine;
 use crate::reload::Loader;
-use crate::worker::{Plugins, Unit, Worker, WorkerConfig};
+use crate::worker::{Fleet, Plugins, Unit, Worker, WorkerConfig};
 
 pub use log::{Call, InvocationLog};
 pub use native::native_unit;
@@ -56,7 +56,19 @@ pub struct Harness {
 impl Harness {
     /// Load `units` (recorded) and start a worker on a fresh memory backend.
     pub async fn start(units: impl IntoIterator<Item = Unit>, config: WorkerConfig) -> Self {
-        let backend = MemoryBackend::new();
+        Self::start_on(MemoryBackend::new(), units, config).await
+    }
+
+    /// Load `units` (recorded) and start a worker on `backend`: two harnesses on one
+    /// backend are two hosts of one fleet.
+    pub async fn start_on(
+        backend: MemoryBackend,
+        units: impl IntoIterator<Item = Unit>,
+        mut config: WorkerConfig,
+    ) -> Self {
+        // The worker follows the operators' orders given through `backend`
+        // ([`Control`](crate::broker::Control)), as a host does.
+        config.fleet = Fleet::new(backend.clone(), config.metrics.clone());
         let log = InvocationLog::default();
         let plugins = Plugins::new();
         for unit in units {
@@ -72,6 +84,8 @@ impl Harness {
                 .expect("the memory backend declares any valid queue");
         }
         let shutdown = CancellationToken::new();
+        let (fleet, control, stop) = (config.fleet.clone(), backend.clone(), shutdown.clone());
+        tokio::spawn(async move { fleet.follow(&control, stop).await });
         let worker = tokio::spawn(
             Worker::new(backend.clone(), plugins.clone(), config).run(shutdown.clone()),
         );

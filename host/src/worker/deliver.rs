@@ -9,8 +9,10 @@
 //!    dead-letter queue with the expiry as its reason, whatever else is wrong with it.
 //! 2. Refuse a payload above the size limit; find the route of its job type in the registry
 //!    of *now*; none is dead-lettered as ``no handler for job type `X` ``.
-//! 3. Resolve the effective policy and timeout now.
-//! 4. Run the handler.
+//! 3. Resolve the effective policy and timeout now. A job an operator cancelled is
+//!    settled as cancelled here, without running (see [`fleet`](super::fleet)).
+//! 4. Run the handler; a cancellation while it runs drops the attempt at once (and with
+//!    it the instance) and settles the job as cancelled, without a retry.
 //! 5. Ask [`policy::decide`](crate::policy::decide) what becomes of the attempt (ack after
 //!    publishing follow-ups, retry or defer through a hold queue, or dead-letter with a
 //!    [`DeadCause`]), then settle it (see [`settle`](super::settle)). A retry or deferral
@@ -164,9 +166,22 @@ async fn run<B: Backend>(
         let job_type = bounded(&envelope.job_type, NAME_MAX).into_owned();
         return Settlement::dead_letter(DeadCause::NoHandler { job_type }, envelope.attempt);
     };
+    seen.counts_under(&route);
+    let mut running = match shared.config.fleet.start(envelope.job_id) {
+        Ok(running) => running,
+        Err(cancellation) => return Settlement::cancelled(cancellation, envelope.attempt),
+    };
     span.record("plugin", &*route.plugin);
     let handled = invoke(shared, &route, envelope, trace.job);
-    let outcome = seen.handler(&route, handled).await;
+    // Dropping the handler's future drops its instance wherever the guest is, because it
+    // yields to the runtime at every epoch tick.
+    let outcome = tokio::select! {
+        biased;
+        cancellation = running.cancelled() => {
+            return Settlement::cancelled(cancellation, envelope.attempt);
+        }
+        outcome = seen.handler(handled) => outcome,
+    };
     let (policy, attempt) = (route.policy(), envelope.attempt);
     let granularity = shared.config.retry_granularity;
     let decision = match decide(policy, attempt, outcome, granularity) {

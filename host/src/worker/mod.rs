@@ -13,10 +13,15 @@
 //! - On a backend that allows it ([`Backend::inline_limit`]), a delivery whose queue's jobs
 //!   have lately been short starts in its queue's consume loop and gets a task of its own
 //!   only if it waits; others start in a task ([`inline`]'s contract).
+//! - A queue the fleet's operators paused is not consumed: its loop asks the broker before
+//!   it consumes and stops consuming when a pause is learnt, giving back a delivery it
+//!   pulled but did not start; a cancelled job is settled as cancelled instead of run, or
+//!   interrupted where it runs ([`fleet`]'s contract).
 //! - Shutdown stops pulling, lets the jobs already pulled finish and settle within the grace
 //!   period, and then gives up on the rest, which the broker redelivers.
 
 mod deliver;
+mod fleet;
 mod handler;
 mod inline;
 mod observe;
@@ -26,6 +31,7 @@ mod tally;
 mod unsettled;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,11 +43,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::broker::{Backend, Consumer, Delivery};
+use crate::broker::{Backend, BrokerError, Consumer, Delivery};
 use crate::metrics::Metrics;
 use crate::policy::{Granularity, effective_timeout};
 use inline::{BusyTime, Timed};
 
+pub use fleet::{CANCELLED_MAX, Fleet};
 pub use handler::{BoxFuture, Handler};
 pub use registry::{Plugins, Registry, RegistryError, Route, Unit};
 
@@ -71,6 +78,10 @@ pub struct WorkerConfig {
     /// Where the worker counts jobs, their outcomes and durations (default: fresh
     /// [`Metrics`] nobody scrapes); the host shares these with the admin API's `/metrics`.
     pub metrics: Metrics,
+    /// What the fleet's operators paused and cancelled (default: a fleet that follows no
+    /// orders, so nothing is ever paused or cancelled); the host makes one that follows
+    /// its backend's orders and shares it with the admin API.
+    pub fleet: Fleet,
 }
 
 impl WorkerConfig {
@@ -97,6 +108,7 @@ impl Default for WorkerConfig {
             max_redeliveries: 5,
             broker_consumer_timeout: Duration::from_secs(30 * 60),
             metrics: Metrics::default(),
+            fleet: Fleet::default(),
         }
     }
 }
@@ -280,35 +292,78 @@ struct ConsumeLoop<B> {
 
 impl<B: Backend> ConsumeLoop<B> {
     async fn run(self) {
-        let Some(mut consumer) = self.subscribe().await else {
-            return;
-        };
-        info!(queue = %self.queue.name, prefetch = self.queue.prefetch, "consuming");
         let queue: Arc<str> = self.queue.name.as_str().into();
         let busy = BusyTime::new(self.shared.backend.inline_limit());
+        let mut paused = self.shared.config.fleet.watch(&queue);
+        // The broker's pause mark decides each time before consuming, not what this host
+        // heard last, so a host that starts or a loop that restarts honours a pause made
+        // while it was away.
+        while let Some(is_paused) = self.learn_pause().await {
+            if is_paused {
+                tokio::select! {
+                    () = self.stop.cancelled() => return,
+                    () = paused.until(false) => continue,
+                }
+            }
+            let Some(mut consumer) = self.subscribe().await else {
+                return;
+            };
+            info!(queue = %self.queue.name, prefetch = self.queue.prefetch, "consuming");
+            let stopped = self
+                .consume(&mut consumer, &queue, &busy, &mut paused)
+                .await;
+            // Closing hands back what the consumer prefetched and did not deliver; the
+            // messages keep their place in the queue.
+            consumer.close().await;
+            if stopped {
+                return;
+            }
+            info!(queue = %self.queue.name, "stopped consuming the paused queue; its running jobs finish");
+        }
+    }
+
+    /// Pull and start deliveries until stopped (true) or paused (false).
+    async fn consume(
+        &self,
+        consumer: &mut B::Consumer,
+        queue: &Arc<str>,
+        busy: &BusyTime,
+        paused: &mut fleet::Pause,
+    ) -> bool {
         loop {
             let delivery = tokio::select! {
                 biased;
-                () = self.stop.cancelled() => break,
+                () = self.stop.cancelled() => return true,
+                () = paused.until(true) => return false,
                 delivery = consumer.next() => delivery,
             };
-            let Some(delivery) = delivery else { break };
+            let Some(delivery) = delivery else {
+                return true;
+            };
             // The slot is taken after the pull, because a loop holding a slot while its queue
             // is empty would starve the other queues; the broker's prefetch bounds how many
             // deliveries wait here for a slot, one per queue at most.
             let permit = tokio::select! {
                 biased;
                 () = self.stop.cancelled() => {
-                    if let Err(err) = delivery.requeue().await {
-                        warn!(queue = %self.queue.name, error = %err, "requeue on shutdown failed; the broker will redeliver");
-                    }
-                    break;
+                    self.give_back(delivery, "on shutdown").await;
+                    return true;
+                }
+                // Not started, so not run and no attempt spent: the pause keeps it queued.
+                () = paused.until(true) => {
+                    self.give_back(delivery, "of a paused queue").await;
+                    return false;
                 }
                 permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
             };
-            self.start(delivery, &queue, &busy, permit).await;
+            self.start(delivery, queue, busy, permit).await;
         }
-        consumer.close().await;
+    }
+
+    async fn give_back(&self, delivery: <B::Consumer as Consumer>::Delivery, why: &str) {
+        if let Err(err) = delivery.requeue().await {
+            warn!(queue = %self.queue.name, error = %err, "requeue {why} failed; the broker will redeliver");
+        }
     }
 
     /// Run `delivery` here up to its first wait if its queue's jobs are short, and in a
@@ -351,18 +406,38 @@ impl<B: Backend> ConsumeLoop<B> {
         });
     }
 
+    /// Whether the queue is paused, asked of the broker, retrying while it cannot say;
+    /// `None` once stopped.
+    async fn learn_pause(&self) -> Option<bool> {
+        let fleet = &self.shared.config.fleet;
+        self.retrying("cannot tell whether the queue is paused", || {
+            fleet.learn(&self.queue.name)
+        })
+        .await
+    }
+
     /// Declare the queue and start consuming, retrying while the broker refuses.
     async fn subscribe(&self) -> Option<B::Consumer> {
+        self.retrying("cannot consume", || async {
+            self.shared.backend.declare(&self.queue).await?;
+            self.shared.backend.consume(&self.queue).await
+        })
+        .await
+    }
+
+    /// `attempt` until it succeeds, waiting 100 ms doubling to 5 s after each failure,
+    /// which is logged as `what`; `None` once stopped.
+    async fn retrying<T, F, Fut>(&self, what: &str, attempt: F) -> Option<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, BrokerError>>,
+    {
         let mut wait = Duration::from_millis(100);
         loop {
-            let attempt = async {
-                self.shared.backend.declare(&self.queue).await?;
-                self.shared.backend.consume(&self.queue).await
-            };
-            match attempt.await {
-                Ok(consumer) => return Some(consumer),
+            match attempt().await {
+                Ok(value) => return Some(value),
                 Err(err) => {
-                    warn!(queue = %self.queue.name, error = %err, retry_in = ?wait, "cannot consume")
+                    warn!(queue = %self.queue.name, error = %err, retry_in = ?wait, "{what}")
                 }
             }
             tokio::select! {
@@ -377,6 +452,8 @@ impl<B: Backend> ConsumeLoop<B> {
 mod ending_tests;
 #[cfg(test)]
 mod expiry_tests;
+#[cfg(test)]
+mod fleet_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

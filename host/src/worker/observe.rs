@@ -2,8 +2,8 @@
 //! publish failed), and the one [`SettledJob`] event it hands to every [`Observer`] when
 //! it is settled (see [`crate::job`] for the observers).
 //!
-//! The series a delivery counts under: its queue, and the job type of the route whose
-//! handler ran it, or [`OTHER_JOB_TYPE`](crate::metrics::OTHER_JOB_TYPE) when none did
+//! The series a delivery counts under: its queue, and the job type of its route once
+//! found, or [`OTHER_JOB_TYPE`](crate::metrics::OTHER_JOB_TYPE) when none did
 //! (see [`crate::metrics`]), so a producer's made-up job types cannot grow the label set. Labels are shared
 //! `Arc<str>`s, so counting allocates nothing of its own.
 
@@ -53,20 +53,15 @@ impl<'a> Observation<'a> {
         }
     }
 
-    /// The delivery counts under the job type of `route` from now on: a loaded
-    /// manifest's, so the label set stays bounded.
+    /// The delivery's job type has `route`: it counts under the route's job type from now
+    /// on (a loaded manifest's, so the label set stays bounded), whether its handler runs
+    /// or it expires or is cancelled first.
     pub(super) fn counts_under(&mut self, route: &Route) {
         self.series.job_type = route.job_type.clone();
     }
 
-    /// Run `handler`, the handler of `route`, timing it; the delivery counts under the
-    /// route's job type from now on.
-    pub(super) async fn handler(
-        &mut self,
-        route: &Route,
-        handler: impl Future<Output = Outcome>,
-    ) -> Outcome {
-        self.counts_under(route);
+    /// Run `handler`, timing it.
+    pub(super) async fn handler(&mut self, handler: impl Future<Output = Outcome>) -> Outcome {
         let started = Instant::now();
         let output = handler.await;
         self.metrics

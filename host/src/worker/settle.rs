@@ -9,14 +9,14 @@
 //! carries its trace context: follow-ups theirs (set by the worker), retries and
 //! deferrals the envelope's, dead letters the delivery's [`DeliveryTrace::carried`].
 
-use tracing::{debug, error, field, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::Shared;
 use super::observe::Observation;
 use super::unsettled::MessageKey;
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{DeadCause, Expired, Settled};
+use crate::job::{Cancellation, DeadCause, Expired, Settled};
 use crate::policy::HoldDelay;
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::DeliveryTrace;
@@ -53,6 +53,13 @@ pub(super) enum Settlement {
         reason: String,
         attempts: u32,
     },
+    /// An operator cancelled the job: it goes to the dead-letter queue, with the
+    /// cancellation rendered once as its reason.
+    Cancelled {
+        cancellation: Cancellation,
+        reason: String,
+        attempts: u32,
+    },
 }
 
 impl Settlement {
@@ -74,6 +81,15 @@ impl Settlement {
         }
     }
 
+    /// A cancelled job, whose last attempt (run or not) was `attempts`.
+    pub(super) fn cancelled(cancellation: Cancellation, attempts: u32) -> Self {
+        Self::Cancelled {
+            reason: cancellation.to_string(),
+            cancellation,
+            attempts,
+        }
+    }
+
     /// What the delivery was settled as, for its observers.
     fn settled(&self) -> Settled {
         match self {
@@ -82,6 +98,7 @@ impl Settlement {
             Self::Defer { .. } => Settled::Deferred,
             Self::Expire { expired, .. } => Settled::Expired(expired.clone()),
             Self::DeadLetter { cause, .. } => Settled::DeadLettered(cause.clone()),
+            Self::Cancelled { cancellation, .. } => Settled::Cancelled(cancellation.clone()),
         }
     }
 
@@ -91,7 +108,9 @@ impl Settlement {
             Self::Ack { .. } => "a follow-up job",
             Self::Defer { .. } => "deferral",
             Self::Retry { .. } => "retry",
-            Self::DeadLetter { .. } | Self::Expire { .. } => "the dead letter",
+            Self::DeadLetter { .. } | Self::Expire { .. } | Self::Cancelled { .. } => {
+                "the dead letter"
+            }
         }
     }
 
@@ -99,7 +118,9 @@ impl Settlement {
     fn attempts(&self, delivery: &impl Delivery) -> u32 {
         match self {
             Self::Retry { next, .. } | Self::Defer { next, .. } => next.attempt,
-            Self::DeadLetter { attempts, .. } | Self::Expire { attempts, .. } => *attempts,
+            Self::DeadLetter { attempts, .. }
+            | Self::Expire { attempts, .. }
+            | Self::Cancelled { attempts, .. } => *attempts,
             Self::Ack { .. } => Envelope::decode(delivery.body()).map_or(0, |e| e.attempt),
         }
     }
@@ -146,7 +167,9 @@ impl<'a, B: Backend> Settling<'a, B> {
                 if err.is_permanent()
                     && !matches!(
                         settlement,
-                        Settlement::DeadLetter { .. } | Settlement::Expire { .. }
+                        Settlement::DeadLetter { .. }
+                            | Settlement::Expire { .. }
+                            | Settlement::Cancelled { .. }
                     ) =>
             {
                 self.seen.publish_failed(&err);
@@ -213,6 +236,9 @@ impl<'a, B: Backend> Settling<'a, B> {
             }
             | Settlement::Expire {
                 reason, attempts, ..
+            }
+            | Settlement::Cancelled {
+                reason, attempts, ..
             } => {
                 let letter = DeadLetterOut {
                     queue: self.queue,
@@ -233,33 +259,42 @@ impl<'a, B: Backend> Settling<'a, B> {
         let settled = settlement.settled();
         self.seen.settled(&settled, job, &self.shared.tally);
         let (queue, trace_id) = (self.queue, self.trace.job.trace_id);
+        /// The line of a job that leaves for the dead letters, at `$level`.
+        macro_rules! ended {
+            ($level:ident, $job:expr, $reason:expr, $message:literal) => {
+                $level!(
+                    %queue,
+                    job_id = %$job.job_id,
+                    job_type = %bounded(&$job.job_type, NAME_MAX),
+                    attempt = $job.attempt,
+                    %trace_id,
+                    reason = %$reason,
+                    $message
+                )
+            };
+        }
         match settlement {
             Settlement::Ack { follow_ups } => {
                 debug!(follow_ups = follow_ups.len(), "job completed");
             }
             Settlement::Retry { .. } | Settlement::Defer { .. } => debug!("job republished"),
             Settlement::DeadLetter { reason, .. } => match job {
-                Some(job) => warn!(
-                    %queue,
-                    job_id = %job.job_id,
-                    job_type = %bounded(&job.job_type, NAME_MAX),
-                    attempt = job.attempt,
-                    %trace_id,
-                    %reason,
-                    "job dead-lettered"
-                ),
+                Some(job) => ended!(warn, job, reason, "job dead-lettered"),
                 None => warn!(%queue, %trace_id, %reason, "message dead-lettered"),
             },
             // At info, not warn: the job did what its producer asked, which is not a failure.
-            Settlement::Expire { reason, .. } => info!(
-                %queue,
-                job_id = job.map(|job| field::display(job.job_id)),
-                job_type = job.map(|job| field::display(bounded(&job.job_type, NAME_MAX))),
-                attempt = job.map(|job| job.attempt),
-                %trace_id,
-                %reason,
-                "job expired"
-            ),
+            // Only an envelope can carry a deadline, so an expired delivery has a job.
+            Settlement::Expire { reason, .. } => {
+                if let Some(job) = job {
+                    ended!(info, job, reason, "job expired");
+                }
+            }
+            // Only an envelope's job id can be cancelled, so a cancelled delivery has a job.
+            Settlement::Cancelled { reason, .. } => {
+                if let Some(job) = job {
+                    ended!(info, job, reason, "job cancelled");
+                }
+            }
         }
     }
 }

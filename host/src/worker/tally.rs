@@ -2,9 +2,9 @@
 //!
 //! A log line per completed job costs more CPU than a no-op job itself (formatting and a
 //! write to stderr each), so completions are logged at debug, and at info the worker says
-//! every [`SUMMARY_EVERY`] how many jobs completed, were retried, deferred, expired and
-//! dead-lettered. Retries, deferrals, expiries and dead letters keep their own info and
-//! warn lines.
+//! every [`SUMMARY_EVERY`] how many jobs completed, were retried, deferred, expired,
+//! dead-lettered and cancelled. Retries, deferrals, expiries, dead letters and
+//! cancellations keep their own info and warn lines.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -25,6 +25,7 @@ pub(super) struct Tally {
     deferred: AtomicU64,
     expired: AtomicU64,
     dead_lettered: AtomicU64,
+    cancelled: AtomicU64,
 }
 
 /// One period's counts.
@@ -35,6 +36,7 @@ pub(super) struct Counts {
     pub(super) deferred: u64,
     pub(super) expired: u64,
     pub(super) dead_lettered: u64,
+    pub(super) cancelled: u64,
 }
 
 impl Observer for Tally {
@@ -45,6 +47,7 @@ impl Observer for Tally {
             Settled::Deferred => &self.deferred,
             Settled::Expired(_) => &self.expired,
             Settled::DeadLettered(_) => &self.dead_lettered,
+            Settled::Cancelled(_) => &self.cancelled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -59,6 +62,7 @@ impl Tally {
             deferred: self.deferred.swap(0, Ordering::Relaxed),
             expired: self.expired.swap(0, Ordering::Relaxed),
             dead_lettered: self.dead_lettered.swap(0, Ordering::Relaxed),
+            cancelled: self.cancelled.swap(0, Ordering::Relaxed),
         }
     }
 
@@ -80,6 +84,7 @@ impl Tally {
                     deferred = counts.deferred,
                     expired = counts.expired,
                     dead_lettered = counts.dead_lettered,
+                    cancelled = counts.cancelled,
                     "jobs settled since the last summary"
                 );
             }
@@ -96,7 +101,7 @@ mod tests {
 
     use std::sync::Arc;
 
-    use crate::job::{DeadCause, Deadline, Start};
+    use crate::job::{Cancellation, DeadCause, Deadline, Operator, Start};
 
     #[test]
     fn each_settlement_is_counted_once_and_a_summary_starts_the_count_over() {
@@ -113,6 +118,10 @@ mod tests {
                     .expect_err("expired"),
             ),
             Settled::DeadLettered(DeadCause::Malformed),
+            Settled::Cancelled(Cancellation {
+                by: Operator::new("alice@host").expect("an operator"),
+                at_ms: 0,
+            }),
         ] {
             tally.settled(&SettledJob {
                 queue: &queue,
@@ -130,7 +139,8 @@ mod tests {
                 retried: 1,
                 deferred: 1,
                 expired: 1,
-                dead_lettered: 1
+                dead_lettered: 1,
+                cancelled: 1,
             }
         );
         assert_eq!(tally.take(), Counts::default());

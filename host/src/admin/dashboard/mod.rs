@@ -124,6 +124,7 @@ impl<B: AdminBackend> Live<B> {
             &registry,
             &self.admin.grants.current(),
             &self.admin.metrics,
+            &self.admin.fleet,
             &reading,
         )
     }

@@ -15,7 +15,7 @@ use crate::admin::api::{PluginView, PolicyReport};
 use crate::broker::QueueDepth;
 use crate::grants::Grants;
 use crate::metrics::Metrics;
-use crate::worker::Registry;
+use crate::worker::{Fleet, Registry};
 
 /// How old a depth reading may be before the next request reads the broker again.
 pub const DEPTH_MAX_AGE: Duration = Duration::from_secs(1);
@@ -57,6 +57,9 @@ pub struct QueueOverview {
     pub depth_error: Option<String>,
     /// This host's deliveries in flight and jobs settled.
     pub activity: QueueActivity,
+    /// Whether the fleet has it paused, as this host learnt it last.
+    #[serde(default)]
+    pub paused: bool,
 }
 
 /// The depths of some queues, as last read.
@@ -122,6 +125,7 @@ pub(super) fn overview(
     registry: &Registry,
     grants: &Grants,
     metrics: &Metrics,
+    fleet: &Fleet,
     reading: &Reading,
 ) -> Overview {
     let activity = metrics.activity();
@@ -139,6 +143,7 @@ pub(super) fn overview(
                 dead: depth.map(|d| d.dead),
                 depth_error: error,
                 activity: activity.queue(name),
+                paused: fleet.is_paused(name),
             }
         })
         .collect();

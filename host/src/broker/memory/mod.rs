@@ -9,7 +9,10 @@
 //! the host's embedded default, keeps no record of acked or held envelopes and forgets
 //! expired hold queues. [`MemoryBackend::new`] records them for inspection, and so grows
 //! with every job: it is for tests.
+//!
+//! Operator orders (pause, resume, cancel) are kept in memory too (`control`).
 
+mod control;
 mod state;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,12 +37,14 @@ use crate::policy::HoldDelay;
 use crate::trace::{TRACEPARENT, TRACESTATE, TraceContext};
 use state::{Message, State};
 
+pub use control::MemoryFollower;
 pub use state::{DeadLetter, HeldMessage};
 
 /// The in-process backend. Clones share the same queues.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
+    orders: Arc<control::Orders>,
 }
 
 impl MemoryBackend {
@@ -55,6 +60,7 @@ impl MemoryBackend {
     pub fn embedded() -> Self {
         Self {
             state: Arc::new(Mutex::new(State::unrecorded())),
+            orders: Arc::default(),
         }
     }
 

@@ -44,6 +44,13 @@ pub(super) fn job_properties(envelope: &Envelope) -> BasicProperties {
         .with_headers(headers)
 }
 
+/// The properties of an operator order on the control stream: JSON, persistent.
+pub(super) fn order_properties() -> BasicProperties {
+    BasicProperties::default()
+        .with_content_type(CONTENT_TYPE_JSON.into())
+        .with_delivery_mode(PERSISTENT)
+}
+
 /// The properties of a job message going into a hold queue: a job's, stamped with when it
 /// went in (`timestamp`, seconds since the Unix epoch), so that a message the broker keeps
 /// past its delay can be told from one still waiting (see `sweep`).

@@ -62,22 +62,12 @@ impl RabbitMqConsumer {
     /// Subscribe again on the current session, for as long as it takes; only
     /// [`BrokerError::Closed`] ends the wait.
     async fn resubscribe(&self) -> Result<Subscription, BrokerError> {
-        let mut failures = 0;
-        loop {
-            let session = self.link.session().await?;
-            match subscribe(session, &self.queue, self.prefetch, &self.link).await {
-                Ok(subscription) => return Ok(subscription),
-                Err(Failure::Final(error)) => {
-                    tracing::error!(queue = %self.queue, %error, "resubscribing failed")
-                }
-                Err(Failure::Lost(error)) => {
-                    tracing::debug!(queue = %self.queue, %error, "resubscribing was interrupted");
-                    self.link.suspect();
-                }
-            }
-            tokio::time::sleep(self.link.options.backoff.delay(failures)).await;
-            failures += 1;
-        }
+        let (queue, link) = (&self.queue, &self.link);
+        let what = format!("resubscribing to `{queue}`");
+        link.keep_trying(&what, |session| {
+            subscribe(session, queue, self.prefetch, link)
+        })
+        .await
     }
 }
 

@@ -180,6 +180,34 @@ impl Link {
         }
     }
 
+    /// Run `attempt` on the current session until it succeeds, for as long as it takes,
+    /// pausing by the reconnect backoff between tries (`what` names it in the log); only
+    /// [`BrokerError::Closed`] ends the wait. For what must be there again after a
+    /// reconnect, such as a consumer's subscription.
+    pub(super) async fn keep_trying<T, F, Fut>(
+        &self,
+        what: &str,
+        attempt: F,
+    ) -> Result<T, BrokerError>
+    where
+        F: Fn(Arc<Session>) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let mut failures = 0;
+        loop {
+            match attempt(self.session().await?).await {
+                Ok(value) => return Ok(value),
+                Err(Failure::Final(error)) => tracing::error!(%error, "{what} failed"),
+                Err(Failure::Lost(error)) => {
+                    tracing::debug!(%error, "{what} was interrupted");
+                    self.suspect();
+                }
+            }
+            sleep(self.options.backoff.delay(failures)).await;
+            failures += 1;
+        }
+    }
+
     /// Stop: waiters get [`BrokerError::Closed`], the supervisor ends, and the
     /// connection closes.
     pub(super) async fn close(&self) {

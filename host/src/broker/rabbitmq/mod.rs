@@ -39,6 +39,9 @@
 //! RabbitMQ 3.10 can stop expiring a quorum queue's messages after its leader moved.
 //! Held messages carry a `timestamp` for it.
 //!
+//! Operator orders (pause, resume, cancel) travel on a stream queue every host follows,
+//! and a paused queue is marked by a durable queue of its own (`stream` has the contract).
+//!
 //! Credentials never reach logs or errors: the URL is shown with its password masked.
 
 mod acks;
@@ -51,6 +54,7 @@ mod link;
 mod nodes;
 mod options;
 mod session;
+mod stream;
 mod sweep;
 mod url;
 
@@ -64,6 +68,7 @@ pub use consumer::{RabbitMqConsumer, RabbitMqDelivery};
 use link::Link;
 use nodes::Nodes;
 pub use options::{RabbitMqOptions, ReconnectBackoff};
+pub use stream::RabbitMqFollower;
 
 use super::hold::check_queue_name;
 use super::{Backend, BrokerError, DeadLetterOut, HoldQueue, dead_letter_queue_name};

@@ -185,10 +185,59 @@ function sparkline(series) {
   return el("div", { class: "spark" }, chart, label);
 }
 
+// Give the fleet an operator order (`POST path {by}`); a toast says `done` or why it failed.
+// Whether it was given.
+async function giveOrder(path, done, what) {
+  try {
+    const answer = await fetch(path, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json" }, body: JSON.stringify({ by: "dashboard" }),
+    });
+    const body = await answer.json().catch(() => ({}));
+    if (!answer.ok) throw new Error(body.error || `${answer.status} ${answer.statusText}`);
+    toast(done, false);
+    return true;
+  } catch (err) {
+    toast(`${what} failed: ${err.message}`, true);
+    return false;
+  }
+}
+
+// Pause or resume `queue` for the whole fleet; the next overview shows the state.
+function pauseQueue(queue, pause) {
+  const path = `/queues/${encodeURIComponent(queue)}/${pause ? "pause" : "resume"}`;
+  return giveOrder(path,
+    pause ? `Paused ${queue} for the fleet: no host consumes it` : `Resumed ${queue} for the fleet`,
+    pause ? "Pause" : "Resume");
+}
+
+// Cancel the job whose id is in the form, wherever it is; its dead letter says who and when.
+function wireCancelForm() {
+  const form = document.getElementById("cancel-job");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = document.getElementById("cancel-id").value.trim();
+    if (!id) return;
+    giveOrder(`/jobs/${encodeURIComponent(id)}/cancel`,
+      `Cancelled job ${id.slice(0, 8)}: interrupted where it runs, or settled as cancelled when delivered`, "Cancel")
+      .then((given) => {
+        if (given) document.getElementById("cancel-id").value = "";
+        state.deadSeen = null;
+        loadDead();
+      });
+  });
+}
+
 function renderQueues(overview) {
   const rows = overview.queues.map((q) => {
     const a = q.activity;
     const nameCell = el("td", {}, el("span", { class: "name" }, q.name));
+    if (q.paused) nameCell.append(" ", el("span", { class: "badge b-bad", title: "paused for the fleet: no host consumes it" }, "paused"));
+    nameCell.append(" ", el("button", {
+      class: "btn btn-small", type: "button", "data-action": q.paused ? "resume" : "pause", disabled: !state.canChange,
+      title: q.paused ? "Let every host consume this queue again" : "Stop every host consuming this queue; running jobs finish",
+      onclick: () => pauseQueue(q.name, !q.paused),
+    }, q.paused ? "Resume" : "Pause"));
     if (q.depth_error) nameCell.append(el("div", { class: "muted", title: q.depth_error }, "broker did not answer"));
     return el("tr", { "data-queue": q.name },
       nameCell,
@@ -199,10 +248,11 @@ function renderQueues(overview) {
       numCell(a.completed),
       numCell(a.retried),
       numCell(a.dead_lettered),
-      numCell(a.expired),
+      numCell(a.expired || 0),
+      numCell(a.cancelled || 0),
       el("td", {}, sparkline(state.series.get(q.name) || [])));
   });
-  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
+  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 11, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
   replaceRows(document.querySelector("#queues tbody"), rows);
 }
 
@@ -324,6 +374,7 @@ function outcomeBadge(outcome) {
   switch (outcome) {
     case "retried": return el("span", { class: "badge b-warn" }, "retried");
     case "expired": return el("span", { class: "badge b-warn" }, "expired");
+    case "cancelled": return el("span", { class: "badge b-plain" }, "cancelled");
     default: return el("span", { class: "badge b-bad" }, "dead-lettered");
   }
 }
@@ -486,6 +537,7 @@ function connect() {
 
 document.addEventListener("DOMContentLoaded", async () => {
   wireDeadButtons();
+  wireCancelForm();
   await loadSession();
   // The host shows its state only to a session: `jobhost dashboard` prints a link that opens one.
   if (!state.canChange) return live(false, "sign in: run `jobhost dashboard`");
