@@ -381,3 +381,5 @@ mod expiry_tests;
 mod tests;
 #[cfg(test)]
 mod trace_tests;
+#[cfg(test)]
+mod unique_tests;
