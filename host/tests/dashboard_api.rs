@@ -301,6 +301,7 @@ async fn any_expires_in_ms_is_a_deadline_and_one_that_is_not_a_u64_is_refused() 
             payload: serde_json::json!({}),
             delay_ms: None,
             expires_in_ms,
+            unique: None,
             traceparent: None,
         };
         let enqueued = client.enqueue(&request).await.expect("enqueued");

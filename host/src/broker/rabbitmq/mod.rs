@@ -39,6 +39,9 @@
 //! RabbitMQ 3.10 can stop expiring a quorum queue's messages after its leader moved.
 //! Held messages carry a `timestamp` for it.
 //!
+//! Unique jobs: a lock is a queue holding at most one message, the holder's job id
+//! (`unique` has the contract).
+//!
 //! Credentials never reach logs or errors: the URL is shown with its password masked.
 
 mod acks;
@@ -52,6 +55,7 @@ mod nodes;
 mod options;
 mod session;
 mod sweep;
+mod unique;
 mod url;
 
 use std::sync::Arc;
@@ -59,6 +63,7 @@ use std::time::{Duration, SystemTime};
 
 use jobhost_sdk::QueueConfig;
 use tokio::task::JoinHandle;
+use uuid::Uuid;
 
 pub use consumer::{RabbitMqConsumer, RabbitMqDelivery};
 use link::Link;
@@ -66,7 +71,9 @@ use nodes::Nodes;
 pub use options::{RabbitMqOptions, ReconnectBackoff};
 
 use super::hold::check_queue_name;
-use super::{Backend, BrokerError, DeadLetterOut, HoldQueue, dead_letter_queue_name};
+use super::{
+    Backend, BrokerError, DeadLetterOut, HoldQueue, Taken, UniqueLock, dead_letter_queue_name,
+};
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
 use codec::{dead_letter_properties, held_properties, job_properties};
@@ -237,6 +244,14 @@ impl Backend for RabbitMqBackend {
     async fn consume(&self, queue: &QueueConfig) -> Result<RabbitMqConsumer, BrokerError> {
         check_queue_name(&queue.name)?;
         RabbitMqConsumer::start(Arc::clone(&self.link), &queue.name, queue.prefetch).await
+    }
+
+    async fn take_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<Taken, BrokerError> {
+        unique::take(&self.link, lock, job_id).await
+    }
+
+    async fn release_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<(), BrokerError> {
+        unique::release(&self.link, lock, job_id).await
     }
 
     fn inline_limit(&self) -> Option<Duration> {
