@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use jobhost::admin::enqueue;
-use jobhost::broker::{Backend, BrokerError, RabbitMqBackend, UniqueLock};
+use jobhost::broker::{Backend, BrokerError, RabbitMqBackend, Taken, UniqueLock};
 use jobhost::policy::Granularity;
 use jobhost::producer::EnqueueOptions;
 use jobhost_sdk::QueueConfig;
@@ -51,6 +51,23 @@ async fn enqueue_unique(
     .map(|enqueued| enqueued.job_id)
 }
 
+/// The lock of `key` for `for_` among `job_type`'s jobs, and a guard that deletes its
+/// queues and `queue` (with its dead-letter queue) when the test ends.
+fn lock_of(job_type: &str, key: &str, for_: Duration, queue: &str) -> (UniqueLock, Cleanup) {
+    let lock = UniqueLock::new(job_type, key, for_).expect("valid");
+    let holder_queue = format!("{}.holder", lock.name());
+    let cleanup = Cleanup::new(&[queue, lock.name(), &holder_queue]);
+    (lock, cleanup)
+}
+
+/// Two backends on connections of their own, as two hosts have; `None` when the broker
+/// tests are skipped.
+async fn two_backends(what: &str) -> Option<(RabbitMqBackend, RabbitMqBackend)> {
+    let one = backend(&unique(&format!("{what}-1"))).await?;
+    let two = backend(&unique(&format!("{what}-2"))).await?;
+    Some((one, two))
+}
+
 /// The holder a refusal names.
 fn holder(refused: &Result<Uuid, BrokerError>) -> Option<Uuid> {
     match refused {
@@ -61,17 +78,12 @@ fn holder(refused: &Result<Uuid, BrokerError>) -> Option<Uuid> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_racing_enqueues_of_one_key_on_two_connections_accept_one_and_name_it_to_the_rest() {
-    let (Some(one), Some(two)) = (
-        backend(&unique("uniq-a")).await,
-        backend(&unique("uniq-b")).await,
-    ) else {
+    let Some((one, two)) = two_backends("uniq-race").await else {
         return;
     };
     let name = unique("uniq-race");
     let key = unique("key");
-    let lock = UniqueLock::new(JOB_TYPE, &key, TEN_MINUTES).expect("valid");
-    let holder_queue = format!("{}.holder", lock.name());
-    let _cleanup = Cleanup::new(&[&name, lock.name(), &holder_queue]);
+    let (lock, _cleanup) = lock_of(JOB_TYPE, &key, TEN_MINUTES, &name);
     let queue = QueueConfig::new(&name);
     let racing = (0..20).map(|n| {
         let backend = if n % 2 == 0 { &one } else { &two };
@@ -119,18 +131,13 @@ async fn twenty_racing_enqueues_of_one_key_on_two_connections_accept_one_and_nam
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_whose_host_went_away_without_releasing_it_is_free_once_its_for_ends() {
-    let (Some(gone), Some(other)) = (
-        backend(&unique("uniq-gone")).await,
-        backend(&unique("uniq-other")).await,
-    ) else {
+    let Some((gone, other)) = two_backends("uniq-ttl").await else {
         return;
     };
     let name = unique("uniq-ttl");
     let key = unique("key");
     let for_ = Duration::from_secs(2);
-    let lock = UniqueLock::new(JOB_TYPE, &key, for_).expect("valid");
-    let holder_queue = format!("{}.holder", lock.name());
-    let _cleanup = Cleanup::new(&[&name, lock.name(), &holder_queue]);
+    let (lock, _cleanup) = lock_of(JOB_TYPE, &key, for_, &name);
     let queue = QueueConfig::new(&name);
     let first = enqueue_unique(&gone, &queue, &key, for_)
         .await
@@ -174,9 +181,8 @@ async fn a_hostile_key_is_hashed_or_refused_and_a_strangers_message_beside_a_loc
     };
     let name = unique("uniq-hostile");
     let hostile = format!("{}\0\n\u{202e}amq.gen\u{7f}", unique("key"));
-    let lock = UniqueLock::new(JOB_TYPE, &hostile, TEN_MINUTES).expect("valid");
+    let (lock, _cleanup) = lock_of(JOB_TYPE, &hostile, TEN_MINUTES, &name);
     let holder_queue = format!("{}.holder", lock.name());
-    let _cleanup = Cleanup::new(&[&name, lock.name(), &holder_queue]);
     let queue = QueueConfig::new(&name);
     let channel = raw_channel().await;
 
@@ -226,6 +232,63 @@ async fn a_hostile_key_is_hashed_or_refused_and_a_strangers_message_beside_a_loc
         .expect("released");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_message_in_a_lock_queue_holds_the_key_only_until_its_for_ends() {
+    let Some(backend) = backend(&unique("uniq-stranger")).await else {
+        return;
+    };
+    let name = unique("uniq-stranger");
+    let key = unique("key");
+    let for_ = Duration::from_secs(2);
+    let (lock, _cleanup) = lock_of(JOB_TYPE, &key, for_, &name);
+    let queue = QueueConfig::new(&name);
+    // Declared as a take declares them, then emptied, then filled by a stranger.
+    let placeholder = Uuid::new_v4();
+    let taken = backend
+        .take_unique(&lock, placeholder)
+        .await
+        .expect("taken");
+    assert_eq!(taken, Taken::Ours);
+    let channel = raw_channel().await;
+    let holder_queue = format!("{}.holder", lock.name());
+    for queue in [lock.name(), holder_queue.as_str()] {
+        channel
+            .queue_purge(queue.into(), lapin::options::QueuePurgeOptions::default())
+            .await
+            .expect("purged");
+    }
+    publish_plainly(&channel, lock.name(), b"\0not a job id").await;
+    let started = Instant::now();
+    let refused = enqueue_unique(&backend, &queue, &key, for_).await;
+    assert_eq!(holder(&refused), None, "held by no job the host can name");
+    let first = support::within(PATIENCE, "the stranger's message to expire", async {
+        loop {
+            match enqueue_unique(&backend, &queue, &key, for_).await {
+                Ok(first) => return first,
+                Err(BrokerError::Duplicate { existing: None, .. }) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(error) => panic!("{error}"),
+            }
+        }
+    })
+    .await;
+    eprintln!(
+        "a stranger's message held a key of {for_:?} for {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        ready(&channel, &name).await,
+        1,
+        "only the job after it was published"
+    );
+    backend
+        .release_unique(&lock, first)
+        .await
+        .expect("released");
+    assert_eq!(lock_messages(&lock).await, None, "released and deleted");
+}
+
 /// `jobhost enqueue noop.Noop {} --unique KEY --unique-for 10m` with `extra` arguments.
 fn enqueue_args<'a>(key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
@@ -248,9 +311,7 @@ fn through_a_running_host_a_key_is_refused_while_its_job_waits_and_free_once_it_
     }
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let key = unique("key");
-    let lock = UniqueLock::new("noop.Noop", &key, TEN_MINUTES).expect("valid");
-    let holder_queue = format!("{}.holder", lock.name());
-    let _cleanup = Cleanup::new(&["test.noop", lock.name(), &holder_queue]);
+    let (lock, _cleanup) = lock_of("noop.Noop", &key, TEN_MINUTES, "test.noop");
     let dir = tempfile::tempdir().expect("a plugin directory");
     std::fs::copy(jobhost_fixtures::wasm("noop"), dir.path().join("noop.wasm"))
         .expect("the fixture copies");
