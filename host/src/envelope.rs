@@ -328,10 +328,28 @@ mod tests {
     }
 
     #[test]
-    fn an_envelope_without_an_expiry_is_written_without_the_field() {
+    fn an_envelope_without_an_expiry_or_a_lock_is_written_without_the_fields() {
         let envelope = Envelope::new("t", "q", payload("{}"));
         let text = String::from_utf8(envelope.encode()).expect("utf-8");
         assert!(!text.contains("expires_at_ms"), "{text}");
+        assert!(!text.contains("unique_lock"), "{text}");
+    }
+
+    #[test]
+    fn retries_and_deferrals_keep_the_jobs_unique_lock() {
+        let lock = Some("jobhost.unique.lock".to_owned());
+        let first = Envelope {
+            unique_lock: lock.clone(),
+            ..Envelope::new("t", "q", payload("{}"))
+        };
+        let again = first.deferred(3).next_attempt().routed_to("other");
+        let decoded = Envelope::decode(&again.encode()).expect("decodes");
+        assert_eq!(decoded.unique_lock, lock);
+        let wrong =
+            br#"{"job_id":"0b7d8a8e-3c5e-4b8e-9d5e-2f1b9c1a7e10","job_type":"t","queue":"q",
+            "attempt":1,"enqueued_at_ms":5,"payload":{},"unique_lock":5}"#;
+        assert!(Envelope::decode(wrong).is_err());
+        assert_eq!(Envelope::head(wrong), None, "no head where no envelope");
     }
 
     #[test]

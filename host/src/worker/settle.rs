@@ -293,7 +293,7 @@ impl<'a, B: Backend> Settling<'a, B> {
 
 /// The unique lock the settled job holds, and its id: from its envelope, or, for a message
 /// settled before it was read as one (a poison message), from its body.
-fn unique_lock(job: Option<&Envelope>, body: &[u8]) -> Option<(UniqueLock, Uuid)> {
+pub(super) fn unique_lock(job: Option<&Envelope>, body: &[u8]) -> Option<(UniqueLock, Uuid)> {
     let lock_of = |envelope: &Envelope| {
         let lock = UniqueLock::parse(envelope.unique_lock.as_deref()?)?;
         Some((lock, envelope.job_id))

@@ -10,7 +10,9 @@ use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::broker::{BrokerError, MemoryBackend};
+use super::settle::unique_lock;
+use crate::broker::{BrokerError, MemoryBackend, UniqueLock};
+use crate::envelope::Envelope;
 use crate::job::Outcome;
 use crate::policy::Granularity;
 use crate::producer::{EnqueueOptions, publish_first_attempt};
@@ -166,4 +168,31 @@ async fn an_out_of_range_key_or_for_is_refused_and_takes_nothing() {
         .await
         .expect("a refused enqueue took no key");
     h.shutdown().await;
+}
+
+#[test]
+fn the_lock_a_settled_job_lets_go_of_is_read_from_its_envelope_or_from_a_poison_body() {
+    let lock = UniqueLock::new("job", "k", TEN_MINUTES).expect("valid");
+    let payload = serde_json::value::to_raw_value(&json!({})).expect("json");
+    let job = Envelope {
+        unique_lock: Some(lock.name().to_owned()),
+        ..Envelope::new("job", "q", payload)
+    };
+    let found = Some((lock, job.job_id));
+    assert_eq!(unique_lock(Some(&job), b""), found, "from the envelope");
+    assert_eq!(
+        unique_lock(None, &job.encode()),
+        found,
+        "from a poison body"
+    );
+    assert_eq!(unique_lock(None, b"not an envelope"), None);
+    let elsewhere = Envelope {
+        unique_lock: Some("app.emails".to_owned()),
+        ..job
+    };
+    assert_eq!(
+        unique_lock(Some(&elsewhere), b""),
+        None,
+        "a name that is not a lock's is ignored"
+    );
 }
