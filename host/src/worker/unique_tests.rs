@@ -196,3 +196,27 @@ fn the_lock_a_settled_job_lets_go_of_is_read_from_its_envelope_or_from_a_poison_
         "a name that is not a lock's is ignored"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_expired_job_lets_go_of_its_key() {
+    let h = harness(|_| completed()).await;
+    let payload = serde_json::value::to_raw_value(&json!({})).expect("json");
+    // Expires at once: delivered, it is settled as expired without running.
+    let options = EnqueueOptions::new()
+        .unique("k", TEN_MINUTES)
+        .expires_in(Duration::ZERO);
+    let (envelope, delay) = options.first_attempt("job", "q", payload).expect("valid");
+    publish_first_attempt(&h.backend, &envelope, delay, Granularity::default())
+        .await
+        .expect("enqueued");
+    h.run_until_idle().await;
+    let reasons = h.dead_letter_reasons("q");
+    assert!(
+        reasons.len() == 1 && reasons[0].starts_with("expired: "),
+        "{reasons:?}"
+    );
+    enqueue_unique(&h.backend, "job", "k", TEN_MINUTES, None)
+        .await
+        .expect("an expired job lets go of its key");
+    h.shutdown().await;
+}
