@@ -13,6 +13,8 @@
 //! - a [`Delivery`] is settled exactly once, by value: acked, or requeued for redelivery;
 //! - retries, deferrals and dead letters are publish-then-ack, composed by the worker, so
 //!   a failed publish leaves the original to be redelivered.
+//! - a unique lock ([`UniqueLock`]) is held by at most one job at a time, and ends by
+//!   itself `for` after it was taken, whatever its holder does.
 
 mod dead;
 mod hold;
