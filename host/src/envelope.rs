@@ -11,6 +11,11 @@
 //! (`0` long past, `u64::MAX` never), `null` none, anything else (a string, a negative or
 //! fractional number, one past `u64::MAX`) makes the body a malformed envelope.
 //!
+//! `unique_lock` is jobhost's own too: the name of the unique lock the job holds (see
+//! [`crate::broker::UniqueLock`]), omitted when it holds none. Retries and deferrals keep
+//! it, because the job still holds its key while it waits; the host that settles the job
+//! for good releases it; a replay clears it. A value that does not name a lock is ignored.
+//!
 //! The trace context is not in the body: it travels in the message's `traceparent` and
 //! `tracestate` headers (see [`crate::trace`]), which [`Envelope::trace`] holds on its way
 //! to and from the broker.
@@ -51,6 +56,10 @@ pub struct Envelope {
     /// running (see [`crate::job::Expired`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<Deadline>,
+    /// The unique lock the job holds while it is queued, held or running, released when
+    /// it settles for good (see [`crate::broker::UniqueLock`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique_lock: Option<String>,
     /// The trace context of the message's headers, not of its body: set by the worker and
     /// producers before a publish, read from the headers by the broker.
     #[serde(skip)]
@@ -70,6 +79,7 @@ impl PartialEq for Envelope {
             && self.priority == other.priority
             && self.correlation_id == other.correlation_id
             && self.expires_at_ms == other.expires_at_ms
+            && self.unique_lock == other.unique_lock
             && self.trace == other.trace
             && self.payload.get() == other.payload.get()
     }
@@ -98,6 +108,7 @@ impl Envelope {
             priority: 0,
             correlation_id: None,
             expires_at_ms: None,
+            unique_lock: None,
             trace: None,
             payload,
         }
@@ -186,6 +197,8 @@ struct Head {
     correlation_id: Option<String>,
     #[serde(default)]
     expires_at_ms: Option<u64>,
+    #[serde(default)]
+    unique_lock: Option<String>,
     payload: serde::de::IgnoredAny,
 }
 
@@ -315,10 +328,28 @@ mod tests {
     }
 
     #[test]
-    fn an_envelope_without_an_expiry_is_written_without_the_field() {
+    fn an_envelope_without_an_expiry_or_a_lock_is_written_without_the_fields() {
         let envelope = Envelope::new("t", "q", payload("{}"));
         let text = String::from_utf8(envelope.encode()).expect("utf-8");
         assert!(!text.contains("expires_at_ms"), "{text}");
+        assert!(!text.contains("unique_lock"), "{text}");
+    }
+
+    #[test]
+    fn retries_and_deferrals_keep_the_jobs_unique_lock() {
+        let lock = Some("jobhost.unique.lock".to_owned());
+        let first = Envelope {
+            unique_lock: lock.clone(),
+            ..Envelope::new("t", "q", payload("{}"))
+        };
+        let again = first.deferred(3).next_attempt().routed_to("other");
+        let decoded = Envelope::decode(&again.encode()).expect("decodes");
+        assert_eq!(decoded.unique_lock, lock);
+        let wrong =
+            br#"{"job_id":"0b7d8a8e-3c5e-4b8e-9d5e-2f1b9c1a7e10","job_type":"t","queue":"q",
+            "attempt":1,"enqueued_at_ms":5,"payload":{},"unique_lock":5}"#;
+        assert!(Envelope::decode(wrong).is_err());
+        assert_eq!(Envelope::head(wrong), None, "no head where no envelope");
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! | `jobhost_hold_queue_messages` | gauge | `queue`: messages in the work queue's hold queues, set by the admin API at each scrape |
 //! | `jobhost_hold_overdue_released_total` | counter | `queue`: held messages the broker kept past their delay, which the host released itself (RabbitMQ) |
 //! | `jobhost_queue_paused` | gauge | `queue`: 1 while the fleet has the queue paused, as this host last learnt it, else 0 |
+//! | `jobhost_enqueue_duplicates_total` | counter | `job_type`: enqueues through the admin API refused because a job with the same unique key was queued, held or running |
 //!
 //! # Bounded labels
 //! `queue` is a queue the worker consumes, which a loaded manifest declared. `job_type` is
@@ -91,6 +92,7 @@ struct Inner {
     hold_messages: Family<QueueLabels, Gauge>,
     overdue_released: Family<QueueLabels, Counter>,
     paused: Family<QueueLabels, Gauge>,
+    duplicates: Family<JobTypeLabels, Counter>,
     pool: Arc<InstancePool>,
     activity: Activity,
 }
@@ -112,6 +114,7 @@ impl Default for Inner {
             hold_messages: Family::default(),
             overdue_released: Family::default(),
             paused: Family::default(),
+            duplicates: Family::default(),
             pool: Arc::default(),
             activity: Activity::default(),
         };
@@ -141,6 +144,7 @@ impl Inner {
             hold_messages: "jobhost_hold_queue_messages", "Messages waiting in the hold queues of a work queue (retries and deferrals), as the broker counted them at the scrape";
             overdue_released: "jobhost_hold_overdue_released", "Held messages the broker kept past their delay, which the host took out of the hold queue and released onto the work queue itself, by work queue";
             paused: "jobhost_queue_paused", "1 while the fleet has a queue paused (the host does not consume it), else 0";
+            duplicates: "jobhost_enqueue_duplicates", "Enqueues refused because a job with the same unique key was queued, held or running, by job type";
         }
         self.registry
             .register_collector(Box::new(self.pool.clone()));
@@ -258,6 +262,15 @@ impl Metrics {
             .overdue_released
             .get_or_create(&labels)
             .inc_by(count);
+    }
+
+    /// An enqueue of `job_type`, a job type a loaded manifest declares, was refused as a
+    /// duplicate of a unique job.
+    pub(crate) fn enqueue_refused_as_duplicate(&self, job_type: &str) {
+        let labels = JobTypeLabels {
+            job_type: job_type.into(),
+        };
+        self.inner.duplicates.get_or_create(&labels).inc();
     }
 
     /// A plugin file changed as `change`: counted when it loaded, replaced or refused a

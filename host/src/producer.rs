@@ -14,6 +14,13 @@
 //! read on this machine's clock): delivered at or after it, the job is settled as expired
 //! without running and its message goes to the dead-letter queue (see
 //! [`crate::job::Expired`]).
+//!
+//! A job enqueued with [`EnqueueOptions::unique`] takes the lock of its key among the jobs
+//! of its type before it is published (see [`crate::broker::UniqueLock`]): while another
+//! job holds that key (queued, held for a retry or deferral, or running), the enqueue is
+//! refused with [`BrokerError::Duplicate`], which names the holder's id, and nothing is
+//! published. The job lets go of the key when it settles for good (completed,
+//! dead-lettered, expired), or, at the latest, `for` after it took it.
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -22,10 +29,11 @@ use jobhost_sdk::{Job, Queues};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::broker::{Backend, BrokerError};
+use crate::broker::{Backend, BrokerError, Taken, UniqueLock};
 use crate::envelope::Envelope;
 use crate::job::Deadline;
 use crate::policy::{Granularity, HoldDelay};
+use crate::text::{NAME_MAX, bounded};
 use crate::trace::TraceContext;
 
 /// Why a job was not enqueued.
@@ -103,9 +111,11 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
             .await
     }
 
-    /// Publish `job` as `options` say: when it is delivered, when it expires, in which
-    /// trace. Returns its job id once the broker confirmed it; a delay longer than a hold
-    /// queue can hold is refused as by [`enqueue_after`](Self::enqueue_after).
+    /// Publish `job` as `options` say: when it is delivered, when it expires, whether its
+    /// key must be unique, in which trace. Returns its job id once the broker confirmed it;
+    /// a delay longer than a hold queue can hold is refused as by
+    /// [`enqueue_after`](Self::enqueue_after), a duplicate of a unique job with
+    /// [`BrokerError::Duplicate`] naming the job that holds the key.
     pub async fn enqueue_with<J: Job<Queues = Q>>(
         &self,
         job: &J,
@@ -141,6 +151,11 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
 /// longer than a hold queue can hold is refused before anything is sent. The one way jobs
 /// enter the broker from outside a handler: typed producers, the admin API, the CLI.
 /// Returns the hold delay used.
+///
+/// A unique job takes its lock first, and a duplicate is refused before anything is
+/// published. When the job's own publish then fails, the lock is let go of again, so a job
+/// that was never enqueued does not keep its key for `for` (should the broker have taken
+/// the job all the same, its confirm lost, that job runs without its lock).
 pub(crate) async fn publish_first_attempt<B: Backend>(
     backend: &B,
     envelope: &Envelope,
@@ -148,21 +163,37 @@ pub(crate) async fn publish_first_attempt<B: Backend>(
     granularity: Granularity,
 ) -> Result<Option<HoldDelay>, BrokerError> {
     let delay = delay.map(|delay| granularity.round(delay)).transpose()?;
-    backend.publish(envelope, delay).await?;
-    Ok(delay)
+    let lock = envelope.unique_lock.as_deref().and_then(UniqueLock::parse);
+    if let Some(lock) = &lock
+        && let Taken::HeldBy(existing) = backend.take_unique(lock, envelope.job_id).await?
+    {
+        return Err(BrokerError::Duplicate {
+            job_type: bounded(&envelope.job_type, NAME_MAX).into_owned(),
+            existing,
+        });
+    }
+    let published = backend.publish(envelope, delay).await;
+    if published.is_err()
+        && let Some(lock) = &lock
+        && let Err(error) = backend.release_unique(lock, envelope.job_id).await
+    {
+        tracing::warn!(%error, lock = lock.name(), "a job that was not enqueued keeps its unique key until its `for` ends");
+    }
+    published.map(|()| delay)
 }
 
 /// How a job is enqueued. Built from [`EnqueueOptions::new`], whose defaults are: delivered
-/// now, never expires, in a new trace.
+/// now, never expires, not unique, in a new trace.
 #[derive(Debug, Clone, Default)]
 pub struct EnqueueOptions {
     delay: Option<Duration>,
     expires_in: Option<Duration>,
+    unique: Option<(String, Duration)>,
     trace: Option<TraceContext>,
 }
 
 impl EnqueueOptions {
-    /// Delivered now, never expires, in a new trace.
+    /// Delivered now, never expires, not unique, in a new trace.
     pub fn new() -> Self {
         Self::default()
     }
@@ -187,6 +218,19 @@ impl EnqueueOptions {
         }
     }
 
+    /// The job is unique by `key` among the jobs of its type: while another job with that
+    /// key is queued, held or running (for at most `for_` after it was enqueued), the
+    /// enqueue is refused with [`BrokerError::Duplicate`]. The key is hashed, never sent; a
+    /// key that is empty or longer than [`UNIQUE_KEY_MAX`](crate::broker::UNIQUE_KEY_MAX)
+    /// bytes, or a `for_` under 1 ms or over [`UNIQUE_FOR_MAX`](crate::broker::UNIQUE_FOR_MAX),
+    /// is refused with [`BrokerError::InvalidUnique`] when the job is enqueued.
+    pub fn unique(self, key: impl Into<String>, for_: Duration) -> Self {
+        Self {
+            unique: Some((key.into(), for_)),
+            ..self
+        }
+    }
+
     /// Join the caller's trace: `trace`'s `traceparent` is the new job's parent.
     pub fn trace(self, trace: TraceContext) -> Self {
         Self {
@@ -196,20 +240,26 @@ impl EnqueueOptions {
     }
 
     /// The first attempt of a new job of `job_type` on `queue` with `payload`, enqueued
-    /// now: in its trace (a new one by default), with its deadline when it expires; and
-    /// the delay to publish it after, not yet rounded.
+    /// now: in its trace (a new one by default), with its deadline when it expires and
+    /// the name of its lock when it is unique; and the delay to publish it after, not yet
+    /// rounded. A unique key or `for` out of range is refused.
     pub(crate) fn first_attempt(
         self,
-        job_type: impl Into<String>,
+        job_type: &str,
         queue: impl Into<String>,
         payload: Box<RawValue>,
-    ) -> (Envelope, Option<Duration>) {
+    ) -> Result<(Envelope, Option<Duration>), BrokerError> {
+        let lock = self
+            .unique
+            .map(|(key, for_)| UniqueLock::new(job_type, &key, for_))
+            .transpose()?;
         let envelope = Envelope {
             trace: Some(self.trace.unwrap_or_else(TraceContext::start)),
             expires_at_ms: self.expires_in.map(Deadline::from_now),
+            unique_lock: lock.map(|lock| lock.name().to_owned()),
             ..Envelope::new(job_type, queue, payload)
         };
-        (envelope, self.delay)
+        Ok((envelope, self.delay))
     }
 }
 
@@ -222,5 +272,5 @@ fn envelope<J: Job>(
         cause,
     };
     let payload: Box<RawValue> = serde_json::value::to_raw_value(job).map_err(serialize)?;
-    Ok(options.first_attempt(J::NAME, J::QUEUE.name(), payload))
+    Ok(options.first_attempt(J::NAME, J::QUEUE.name(), payload)?)
 }

@@ -1,7 +1,8 @@
 //! What the dashboard's page reads, without a browser: the overview of a host on the
 //! memory backend, and the live stream, which ends when the host shuts down so that a
 //! page left open never holds up Ctrl-C, and of which each session has slots of its own.
-//! And what the admin API's `POST /jobs` makes of each `expires_in_ms`.
+//! And what the admin API's `POST /jobs` makes of each `expires_in_ms` and of a duplicate
+//! of a unique job.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -302,6 +303,7 @@ async fn any_expires_in_ms_is_a_deadline_and_one_that_is_not_a_u64_is_refused() 
             payload: serde_json::json!({}),
             delay_ms: None,
             expires_in_ms,
+            unique: None,
             traceparent: None,
         };
         let enqueued = client.enqueue(&request).await.expect("enqueued");
@@ -342,6 +344,38 @@ async fn any_expires_in_ms_is_a_deadline_and_one_that_is_not_a_u64_is_refused() 
         backend.pending("work").len(),
         4,
         "nothing more was enqueued"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_duplicate_of_a_unique_job_is_refused_409_naming_the_job_that_holds_its_key() {
+    let (backend, stop) = (MemoryBackend::new(), CancellationToken::new());
+    let addr = host_on(&backend, &stop).await;
+    let body = r#"{"job_type":"jobs.Work","payload":{},"delay_ms":60000,
+        "unique":{"key":"customer-7","for_ms":600000}}"#;
+    let first = send(&addr, "POST", "/jobs", body).await;
+    let first: serde_json::Value =
+        serde_json::from_str(first.split("\r\n\r\n").nth(1).expect("a body")).expect("json");
+    let first = first["job_id"].as_str().expect("a job id").to_owned();
+    let again = send(&addr, "POST", "/jobs", body).await;
+    assert!(again.starts_with("HTTP/1.1 409"), "{again}");
+    let refused: serde_json::Value =
+        serde_json::from_str(again.split("\r\n\r\n").nth(1).expect("a body")).expect("json");
+    assert_eq!(refused["existing_job_id"].as_str(), Some(first.as_str()));
+    let huge = format!(
+        r#"{{"job_type":"jobs.Work","payload":{{}},"unique":{{"key":"{}","for_ms":1000}}}}"#,
+        "k".repeat(1 << 20)
+    );
+    assert_eq!(
+        post_jobs(&addr, &huge).await,
+        400,
+        "a key over 1 KiB is refused"
+    );
+    assert_eq!(
+        backend.waiting("work"),
+        1,
+        "only the first job was enqueued"
     );
     stop.cancel();
 }

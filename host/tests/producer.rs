@@ -1,11 +1,11 @@
-//! The typed producer on the memory backend: what it publishes, delays and expiries too. What it refuses to compile
+//! The typed producer on the memory backend: what it publishes, delays, expiries and unique keys too. What it refuses to compile
 //! is the `compile_fail` example in the `producer` module's doc.
 
 use std::time::Duration;
 
-use jobhost::broker::MemoryBackend;
+use jobhost::broker::{BrokerError, MemoryBackend};
 use jobhost::job::Deadline;
-use jobhost::producer::{EnqueueOptions, Producer};
+use jobhost::producer::{EnqueueOptions, ProduceError, Producer};
 use jobhost_sdk::{Job, Queues};
 use serde::{Deserialize, Serialize};
 
@@ -120,4 +120,41 @@ async fn enqueue_with_an_expiry_writes_the_deadline_and_a_delayed_job_is_held_wi
         Some(Deadline::from_epoch_ms(u64::MAX)),
         "a length past the end of time saturates to a deadline that never comes"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_unique_enqueue_is_refused_with_the_holders_id_while_its_key_is_held() {
+    let (backend, producer) = producer().await;
+    let unique = || EnqueueOptions::new().unique("A-6", Duration::from_secs(600));
+    let first = producer
+        .enqueue_with(&PlaceOrder { sku: "A-6".into() }, unique())
+        .await
+        .expect("enqueued");
+    let refused = producer
+        .enqueue_with(&PlaceOrder { sku: "A-6".into() }, unique())
+        .await
+        .expect_err("a duplicate");
+    assert!(
+        matches!(
+            refused,
+            ProduceError::Broker(BrokerError::Duplicate { existing: Some(id), .. }) if id == first
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "a `shop.PlaceOrder` job with this unique key is already queued, held or running: job {first}"
+        )
+    );
+    assert_eq!(
+        backend.pending("shop.orders").len(),
+        1,
+        "nothing else was published"
+    );
+    tokio::time::advance(Duration::from_secs(600)).await;
+    producer
+        .enqueue_with(&PlaceOrder { sku: "A-6".into() }, unique())
+        .await
+        .expect("free once `for` ended");
 }

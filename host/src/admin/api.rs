@@ -385,10 +385,26 @@ pub struct EnqueueRequest {
     /// past the end of time never expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_in_ms: Option<u64>,
+    /// The job is unique by this key among the jobs of its type: while one with the same
+    /// key is queued, held or running, the enqueue is refused (`409 Conflict`, naming that
+    /// job in `existing_job_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique: Option<UniqueRequest>,
     /// A W3C `traceparent` (`00-{trace id}-{parent id}-{flags}`) whose trace the job
     /// joins, as a child of the parent id; without one the job starts a new trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+}
+
+/// The `unique` of `POST /jobs`: the key, and how long it is held at most.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UniqueRequest {
+    /// The key, 1 to [`UNIQUE_KEY_MAX`](crate::broker::UNIQUE_KEY_MAX) bytes; hashed, never
+    /// stored as such.
+    pub key: String,
+    /// The key is free again this long after the enqueue at the latest, even if the job
+    /// has not settled (its host died holding it, say).
+    pub for_ms: u64,
 }
 
 /// The answer to `POST /jobs`.
@@ -420,6 +436,9 @@ pub struct PurgeReport {
 pub struct ErrorBody {
     /// What went wrong, and what to do about it.
     pub error: String,
+    /// The job holding the unique key of a refused `POST /jobs`, when the broker could tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing_job_id: Option<Uuid>,
 }
 
 /// `POST /queues/{queue}/pause`, `POST /queues/{queue}/resume`, `POST /jobs/{job_id}/cancel`:

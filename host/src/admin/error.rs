@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use uuid::Uuid;
 
 use super::api::ErrorBody;
 use crate::broker::BrokerError;
@@ -12,11 +13,16 @@ use crate::broker::BrokerError;
 pub(super) struct ApiError {
     pub(super) status: StatusCode,
     message: String,
+    existing_job_id: Option<Uuid>,
 }
 
 impl ApiError {
     pub(super) fn new(status: StatusCode, message: String) -> Self {
-        Self { status, message }
+        Self {
+            status,
+            message,
+            existing_job_id: None,
+        }
     }
 }
 
@@ -25,14 +31,20 @@ impl From<BrokerError> for ApiError {
         let status = match err {
             BrokerError::Connection(_) | BrokerError::Closed => StatusCode::SERVICE_UNAVAILABLE,
             BrokerError::UnknownQueue(_) => StatusCode::NOT_FOUND,
-            BrokerError::DelayTooLong { .. } | BrokerError::InvalidQueueName { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            BrokerError::DelayTooLong { .. }
+            | BrokerError::InvalidQueueName { .. }
+            | BrokerError::InvalidUnique { .. } => StatusCode::BAD_REQUEST,
+            BrokerError::Duplicate { .. } => StatusCode::CONFLICT,
             _ => StatusCode::BAD_GATEWAY,
+        };
+        let existing_job_id = match err {
+            BrokerError::Duplicate { existing, .. } => existing,
+            _ => None,
         };
         Self {
             status,
             message: err.to_string(),
+            existing_job_id,
         }
     }
 }
@@ -43,6 +55,7 @@ impl IntoResponse for ApiError {
             self.status,
             Json(ErrorBody {
                 error: self.message,
+                existing_job_id: self.existing_job_id,
             }),
         )
             .into_response()

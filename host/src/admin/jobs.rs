@@ -10,8 +10,9 @@ use crate::producer::{EnqueueOptions, publish_first_attempt};
 
 /// Declare `queue` (idempotent) and publish a first attempt of `job_type` with `payload`,
 /// like a producer would, as `options` say: after their delay rounded up to `granularity`,
-/// with their expiry, in their trace (its `traceparent` is the new job's parent) or a new
-/// trace.
+/// with their expiry, unique by their key (a duplicate is refused with
+/// [`BrokerError::Duplicate`]), in their trace (its `traceparent` is the new job's parent)
+/// or a new trace.
 pub async fn enqueue<B: Backend>(
     backend: &B,
     queue: &QueueConfig,
@@ -22,7 +23,7 @@ pub async fn enqueue<B: Backend>(
 ) -> Result<Enqueued, BrokerError> {
     let payload: Box<RawValue> = serde_json::value::to_raw_value(payload)
         .expect("a JSON value always serializes: it is JSON already");
-    let (envelope, delay) = options.first_attempt(job_type, queue.name.as_str(), payload);
+    let (envelope, delay) = options.first_attempt(job_type, queue.name.as_str(), payload)?;
     let trace_id = envelope
         .trace
         .as_ref()

@@ -28,7 +28,7 @@ use super::dead::AdminBackend;
 use super::error::ApiError;
 use super::jobs::enqueue;
 use super::state::AdminState;
-use crate::broker::dead_letter_queue_name;
+use crate::broker::{BrokerError, dead_letter_queue_name};
 use crate::producer::EnqueueOptions;
 use crate::text::{NAME_MAX, bounded};
 use crate::trace::TraceContext;
@@ -181,6 +181,9 @@ async fn enqueue_job<B: AdminBackend>(
     if let Some(ms) = request.expires_in_ms {
         options = options.expires_in(Duration::from_millis(ms));
     }
+    if let Some(unique) = &request.unique {
+        options = options.unique(unique.key.as_str(), Duration::from_millis(unique.for_ms));
+    }
     if let Some(value) = request.traceparent.as_deref() {
         let trace =
             TraceContext::from_headers(value.as_bytes(), None).ok_or_else(bad_traceparent)?;
@@ -194,7 +197,14 @@ async fn enqueue_job<B: AdminBackend>(
         options,
         state.granularity,
     )
-    .await?;
+    .await
+    .inspect_err(|err| {
+        if matches!(err, BrokerError::Duplicate { .. }) {
+            state
+                .metrics
+                .enqueue_refused_as_duplicate(&request.job_type);
+        }
+    })?;
     tracing::info!(job_type = %request.job_type, job_id = %enqueued.job_id, queue = %enqueued.queue, "job enqueued through the admin API");
     Ok(Json(enqueued))
 }

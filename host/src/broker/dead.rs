@@ -143,13 +143,16 @@ pub struct Replayed {
 
 /// The envelope a replay publishes: the same job, as a first attempt on `queue`, without
 /// its deadline, because an operator who replays a job wants it run, and an expired job
-/// replayed with its deadline would only expire again.
+/// replayed with its deadline would only expire again; and without its unique lock,
+/// which it let go of when it was dead-lettered: a replay takes no lock, so it is never
+/// refused as a duplicate, and it cannot release a lock another job took since.
 pub(crate) fn first_attempt(queue: &str, envelope: Envelope) -> Envelope {
     Envelope {
         queue: queue.to_owned(),
         attempt: 1,
         priority: 0,
         expires_at_ms: None,
+        unique_lock: None,
         ..envelope
     }
 }
@@ -297,10 +300,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_replay_is_a_first_attempt_of_the_same_job_without_its_deadline() {
+    fn a_replay_is_a_first_attempt_of_the_same_job_without_its_deadline_or_lock() {
         let payload = RawValue::from_string("{}".to_owned()).expect("json");
         let letter = Envelope {
             expires_at_ms: Some(crate::job::Deadline::from_epoch_ms(5)),
+            unique_lock: Some("jobhost.unique.lock".to_owned()),
             ..Envelope::new("t", "q", payload).deferred(9).next_attempt()
         };
         let replayed = first_attempt("q", letter.clone());
@@ -309,6 +313,7 @@ mod tests {
             (replayed.attempt, replayed.priority, replayed.expires_at_ms),
             (1, 0, None)
         );
+        assert_eq!(replayed.unique_lock, None, "a replay takes no lock");
     }
 
     fn headers(reason: &str) -> Vec<(String, String)> {

@@ -14,17 +14,21 @@
 //! - a [`Delivery`] is settled exactly once, by value: acked, or requeued for redelivery;
 //! - retries, deferrals and dead letters are publish-then-ack, composed by the worker, so
 //!   a failed publish leaves the original to be redelivered.
+//! - a unique lock ([`UniqueLock`]) is held by at most one job at a time, and ends by
+//!   itself `for` after it was taken, whatever its holder does.
 
 mod control;
 mod dead;
 mod hold;
 mod memory;
 mod rabbitmq;
+mod unique;
 
 use std::future::Future;
 use std::time::Duration;
 
 use jobhost_sdk::{QueueConfig, QueueType};
+use uuid::Uuid;
 
 use crate::envelope::Envelope;
 use crate::policy::{DelayTooLong, HoldDelay};
@@ -48,6 +52,7 @@ pub use rabbitmq::{
     RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower, RabbitMqOptions,
     ReconnectBackoff,
 };
+pub use unique::{Taken, UNIQUE_FOR_MAX, UNIQUE_KEY_MAX, UniqueLock};
 
 /// A broker the worker consumes from and publishes to.
 pub trait Backend: Send + Sync + 'static {
@@ -77,6 +82,32 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         queue: &QueueConfig,
     ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send;
+
+    /// Take `lock` for `job_id`, for [`UniqueLock::lasts`] at most (see [`UniqueLock`] for
+    /// the contract). A backend that keeps no locks refuses.
+    fn take_unique(
+        &self,
+        lock: &UniqueLock,
+        job_id: Uuid,
+    ) -> impl Future<Output = Result<Taken, BrokerError>> + Send {
+        let _ = job_id;
+        let refused = BrokerError::Refused {
+            queue: lock.name().to_owned(),
+            reason: "this backend keeps no unique locks".to_owned(),
+        };
+        std::future::ready(Err(refused))
+    }
+
+    /// Let go of `lock` if `job_id` holds it; a lock held by another job, or by none, is
+    /// left as it is.
+    fn release_unique(
+        &self,
+        lock: &UniqueLock,
+        job_id: Uuid,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        let _ = (lock, job_id);
+        std::future::ready(Ok(()))
+    }
 
     /// How long a queue's jobs may keep a thread busy, on average, and still start inside
     /// its consume loop instead of a task of their own; `None` gives every job a task.
@@ -208,6 +239,23 @@ pub enum BrokerError {
         /// What the broker said.
         reason: String,
     },
+    /// The unique key or its `for` is out of range (see [`UniqueLock::new`]).
+    #[error("invalid unique key: {reason}")]
+    InvalidUnique {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A job with the same unique key is queued, held or running: the enqueue is refused.
+    #[error(
+        "a `{job_type}` job with this unique key is already queued, held or running: {}",
+        existing.map_or_else(|| "its id could not be read".to_owned(), |id| format!("job {id}"))
+    )]
+    Duplicate {
+        /// The job type, bounded.
+        job_type: String,
+        /// The id of the job that holds the key, when the broker could tell it.
+        existing: Option<Uuid>,
+    },
     /// The connection or channel failed.
     #[error("broker connection: {0}")]
     Connection(String),
@@ -234,7 +282,9 @@ impl BrokerError {
             | Self::UnknownQueue(_)
             | Self::Unroutable { .. }
             | Self::Refused { .. }
-            | Self::QueueTypeConflict { .. } => true,
+            | Self::QueueTypeConflict { .. }
+            | Self::InvalidUnique { .. }
+            | Self::Duplicate { .. } => true,
             Self::NotConfirmed { .. } | Self::Connection(_) | Self::Closed => false,
         }
     }
@@ -268,6 +318,22 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         queue: &QueueConfig,
     ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send {
         (**self).consume(queue)
+    }
+
+    fn take_unique(
+        &self,
+        lock: &UniqueLock,
+        job_id: Uuid,
+    ) -> impl Future<Output = Result<Taken, BrokerError>> + Send {
+        (**self).take_unique(lock, job_id)
+    }
+
+    fn release_unique(
+        &self,
+        lock: &UniqueLock,
+        job_id: Uuid,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).release_unique(lock, job_id)
     }
 
     fn inline_limit(&self) -> Option<Duration> {

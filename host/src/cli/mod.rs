@@ -283,6 +283,14 @@ struct EnqueueArgs {
     /// but dead-lettered as expired.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     expires_in: Option<Duration>,
+    /// Refuse the job while another of its type with this key is queued, held or
+    /// running; the refusal names that job. Needs `--unique-for`.
+    #[arg(long, value_name = "KEY", requires = "unique_for")]
+    unique: Option<String>,
+    /// How long the `--unique` key is held at most, e.g. `10m`: it is free once the job
+    /// completes, is dead-lettered or expires, or this long after now if the job has not.
+    #[arg(long, value_name = "DURATION", value_parser = duration, requires = "unique")]
+    unique_for: Option<Duration>,
     /// The job's queue, for RabbitMQ without a running host to ask.
     #[arg(long, value_name = "QUEUE")]
     queue: Option<String>,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use jobhost::admin::api::{
     BackoffView, BindingView, DeadLetterList, EnqueueRequest, GrantsView, PluginView, PolicyReport,
-    PolicyView, PurgeReport, millis,
+    PolicyView, PurgeReport, UniqueRequest, millis,
 };
 use jobhost::admin::{self, AdminClient};
 use jobhost::broker::{DeadLetters, RabbitMqBackend, RabbitMqOptions};
@@ -37,6 +37,10 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
                 payload: args.payload.clone(),
                 delay_ms: args.delay.map(millis),
                 expires_in_ms: args.expires_in.map(millis),
+                unique: unique(&args).map(|(key, for_)| UniqueRequest {
+                    key: key.to_owned(),
+                    for_ms: millis(for_),
+                }),
                 traceparent: args.traceparent.as_ref().map(|t| t.parent.to_string()),
             };
             client.enqueue(&request).await?
@@ -99,10 +103,18 @@ fn options(args: &EnqueueArgs) -> EnqueueOptions {
     if let Some(expires_in) = args.expires_in {
         options = options.expires_in(expires_in);
     }
+    if let Some((key, for_)) = unique(args) {
+        options = options.unique(key, for_);
+    }
     if let Some(trace) = &args.traceparent {
         options = options.trace(trace.clone());
     }
     options
+}
+
+/// `--unique KEY --unique-for DURATION`, which clap requires together.
+fn unique(args: &EnqueueArgs) -> Option<(&str, Duration)> {
+    Some((args.unique.as_deref()?, args.unique_for?))
 }
 
 /// `jobhost plugins`.

@@ -458,3 +458,5 @@ mod fleet_tests;
 mod tests;
 #[cfg(test)]
 mod trace_tests;
+#[cfg(test)]
+mod unique_tests;

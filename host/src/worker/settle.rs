@@ -3,6 +3,11 @@
 //! An expired job is published to the dead-letter queue like a dead letter, with its
 //! expiry as the reason, and observed as [`Settled::Expired`].
 //!
+//! A job that holds a unique lock lets go of it once it is settled for good (acked as
+//! completed, dead-lettered, expired), after its ack, so the key is never free while the
+//! job can still come back; a retry or deferral keeps it, because the job still waits. A
+//! release that fails leaves the lock to end with its `for`.
+//!
 //! A publish that can never succeed ([`BrokerError::is_permanent`]) turns the settlement
 //! into a dead letter naming the cause; any other failure gives the delivery back to the
 //! broker, counted, so its redelivery waits a backoff (step 0). Every message published
@@ -10,11 +15,12 @@
 //! deferrals the envelope's, dead letters the delivery's [`DeliveryTrace::carried`].
 
 use tracing::{debug, error, info, warn};
+use uuid::Uuid;
 
 use super::Shared;
 use super::observe::Observation;
 use super::unsettled::MessageKey;
-use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
+use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, UniqueLock};
 use crate::envelope::Envelope;
 use crate::job::{Cancellation, DeadCause, Expired, Settled};
 use crate::policy::HoldDelay;
@@ -102,6 +108,11 @@ impl Settlement {
         }
     }
 
+    /// Whether the job is done with: nothing of it waits in a hold queue.
+    fn is_final(&self) -> bool {
+        !matches!(self, Self::Retry { .. } | Self::Defer { .. })
+    }
+
     /// What this settlement publishes, for a reason.
     fn what(&self) -> &'static str {
         match self {
@@ -185,10 +196,17 @@ impl<'a, B: Backend> Settling<'a, B> {
             }
             Err(err) => return self.unsettled(delivery, key, &err).await,
         };
+        let unique = settlement
+            .is_final()
+            .then(|| unique_lock(job, delivery.body()))
+            .flatten();
         match delivery.ack().await {
             Ok(()) => {
                 if let Some(key) = key {
                     self.shared.unsettled.settled(key);
+                }
+                if let Some((lock, job_id)) = unique {
+                    self.release(&lock, job_id).await;
                 }
                 self.log_settled(job, &settlement);
             }
@@ -200,6 +218,15 @@ impl<'a, B: Backend> Settling<'a, B> {
                 }
                 warn!(error = %err, "ack failed; the broker will redeliver the job");
             }
+        }
+    }
+
+    /// Let go of the job's unique key; a failure leaves it to end with its `for`.
+    async fn release(&self, lock: &UniqueLock, job_id: Uuid) {
+        if let Err(err) = self.shared.backend.release_unique(lock, job_id).await {
+            let error = bounded(&err.to_string(), REASON_MAX).into_owned();
+            let lasts = lock.lasts();
+            warn!(%error, ?lasts, "releasing the job's unique key failed; it is free when its `for` ends");
         }
     }
 
@@ -296,5 +323,18 @@ impl<'a, B: Backend> Settling<'a, B> {
                 }
             }
         }
+    }
+}
+
+/// The unique lock the settled job holds, and its id: from its envelope, or, for a message
+/// settled before it was read as one (a poison message), from its body.
+pub(super) fn unique_lock(job: Option<&Envelope>, body: &[u8]) -> Option<(UniqueLock, Uuid)> {
+    let lock_of = |envelope: &Envelope| {
+        let lock = UniqueLock::parse(envelope.unique_lock.as_deref()?)?;
+        Some((lock, envelope.job_id))
+    };
+    match job {
+        Some(job) => lock_of(job),
+        None => lock_of(&Envelope::decode(body).ok()?),
     }
 }

@@ -14,6 +14,7 @@
 
 mod control;
 mod state;
+mod unique;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -30,7 +31,7 @@ use super::dead::{
 use super::hold::{HoldQueue, check_queue_name};
 use super::{
     Backend, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters, Delivery,
-    QueueDepth, Replayed,
+    QueueDepth, Replayed, Taken, UniqueLock,
 };
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
@@ -241,6 +242,15 @@ impl Backend for MemoryBackend {
             prefetch: Arc::new(Semaphore::new(usize::from(queue.prefetch.max(1)))),
             notify,
         })
+    }
+
+    async fn take_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<Taken, BrokerError> {
+        Ok(self.lock().unique.take(lock, job_id, Instant::now()))
+    }
+
+    async fn release_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<(), BrokerError> {
+        self.lock().unique.release(lock, job_id);
+        Ok(())
     }
 
     /// In memory a consumer receives deliveries as fast as any thread can run them, so

@@ -9,6 +9,7 @@ use jobhost_sdk::QueueConfig;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::unique::Locks;
 use crate::broker::HoldQueue;
 use crate::envelope::Envelope;
 use crate::trace::TraceContext;
@@ -118,6 +119,8 @@ pub(super) struct State {
     queues: HashMap<String, QueueState>,
     /// Whether acked and held envelopes are kept for inspection.
     recording: bool,
+    /// The unique locks held now.
+    pub(super) unique: Locks,
 }
 
 impl Default for State {
@@ -125,6 +128,7 @@ impl Default for State {
         Self {
             queues: HashMap::new(),
             recording: true,
+            unique: Locks::default(),
         }
     }
 }

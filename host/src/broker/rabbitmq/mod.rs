@@ -41,6 +41,8 @@
 //!
 //! Operator orders (pause, resume, cancel) travel on a stream queue every host follows,
 //! and a paused queue is marked by a durable queue of its own (`stream` has the contract).
+//! Unique jobs: a lock is a queue holding at most one message, the holder's job id
+//! (`unique` has the contract).
 //!
 //! Credentials never reach logs or errors: the URL is shown with its password masked.
 
@@ -56,6 +58,7 @@ mod options;
 mod session;
 mod stream;
 mod sweep;
+mod unique;
 mod url;
 
 use std::sync::Arc;
@@ -63,6 +66,7 @@ use std::time::{Duration, SystemTime};
 
 use jobhost_sdk::QueueConfig;
 use tokio::task::JoinHandle;
+use uuid::Uuid;
 
 pub use consumer::{RabbitMqConsumer, RabbitMqDelivery};
 use link::Link;
@@ -71,7 +75,9 @@ pub use options::{RabbitMqOptions, ReconnectBackoff};
 pub use stream::RabbitMqFollower;
 
 use super::hold::check_queue_name;
-use super::{Backend, BrokerError, DeadLetterOut, HoldQueue, dead_letter_queue_name};
+use super::{
+    Backend, BrokerError, DeadLetterOut, HoldQueue, Taken, UniqueLock, dead_letter_queue_name,
+};
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
 use codec::{dead_letter_properties, held_properties, job_properties};
@@ -242,6 +248,14 @@ impl Backend for RabbitMqBackend {
     async fn consume(&self, queue: &QueueConfig) -> Result<RabbitMqConsumer, BrokerError> {
         check_queue_name(&queue.name)?;
         RabbitMqConsumer::start(Arc::clone(&self.link), &queue.name, queue.prefetch).await
+    }
+
+    async fn take_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<Taken, BrokerError> {
+        unique::take(&self.link, lock, job_id).await
+    }
+
+    async fn release_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<(), BrokerError> {
+        unique::release(&self.link, lock, job_id).await
     }
 
     fn inline_limit(&self) -> Option<Duration> {
