@@ -12,11 +12,14 @@
 //!   (publisher confirm); a refused or unroutable publish is an error, never a silent loss;
 //! - a [`Delivery`] is settled exactly once, by value: acked, or requeued for redelivery;
 //! - retries, deferrals and dead letters are publish-then-ack, composed by the worker, so
-//!   a failed publish leaves the original to be redelivered.
+//!   a failed publish leaves the original to be redelivered;
+//! - a concurrency cap's [`Permits`] are shared by every host on the broker: at most
+//!   `limit` leases are held at once, and a host's leases end with it.
 
 mod dead;
 mod hold;
 mod memory;
+mod permits;
 mod rabbitmq;
 
 use std::future::Future;
@@ -35,15 +38,23 @@ pub use dead::{
 pub use hold::{
     HoldQueue, MAX_HOLD_DELAY, SHORT_STRING_MAX, dead_letter_queue_name, queue_name_rule,
 };
-pub use memory::{DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery};
+pub use memory::{
+    DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery, MemoryLease,
+};
+pub use permits::Permits;
 pub use rabbitmq::{
-    RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqOptions, ReconnectBackoff,
+    RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqLease, RabbitMqOptions,
+    ReconnectBackoff,
 };
 
 /// A broker the worker consumes from and publishes to.
 pub trait Backend: Send + Sync + 'static {
     /// A stream of deliveries from one work queue.
     type Consumer: Consumer;
+
+    /// One permit of a concurrency cap, held until dropped; it dies with the host, because
+    /// the broker takes back what a closed connection held.
+    type Lease: Send + Sync + 'static;
 
     /// Declare the work queue and its dead-letter queue (idempotent). Hold queues are
     /// declared on demand by publishes with a delay.
@@ -68,6 +79,13 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         queue: &QueueConfig,
     ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send;
+
+    /// Take one of `permits` without waiting: `None` when all of them are held, fleet-wide
+    /// (see docs/flow-control.md for what holds across host kills and broker restarts).
+    fn take_permit(
+        &self,
+        permits: &Permits,
+    ) -> impl Future<Output = Result<Option<Self::Lease>, BrokerError>> + Send;
 
     /// How long a queue's jobs may keep a thread busy, on average, and still start inside
     /// its consume loop instead of a task of their own; `None` gives every job a task.
@@ -234,6 +252,7 @@ impl BrokerError {
 /// A shared backend, so a worker and a producer can publish through one connection.
 impl<B: Backend> Backend for std::sync::Arc<B> {
     type Consumer = B::Consumer;
+    type Lease = B::Lease;
 
     fn declare(&self, queue: &QueueConfig) -> impl Future<Output = Result<(), BrokerError>> + Send {
         (**self).declare(queue)
@@ -259,6 +278,13 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         queue: &QueueConfig,
     ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send {
         (**self).consume(queue)
+    }
+
+    fn take_permit(
+        &self,
+        permits: &Permits,
+    ) -> impl Future<Output = Result<Option<Self::Lease>, BrokerError>> + Send {
+        (**self).take_permit(permits)
     }
 
     fn inline_limit(&self) -> Option<Duration> {

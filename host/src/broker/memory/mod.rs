@@ -10,6 +10,7 @@
 //! expired hold queues. [`MemoryBackend::new`] records them for inspection, and so grows
 //! with every job: it is for tests.
 
+mod permits;
 mod state;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -26,20 +27,23 @@ use super::dead::{
 };
 use super::hold::{HoldQueue, check_queue_name};
 use super::{
-    Backend, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters, Delivery,
+    Backend, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters, Delivery, Permits,
     QueueDepth, Replayed,
 };
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
 use crate::trace::{TRACEPARENT, TRACESTATE, TraceContext};
+use permits::PermitTable;
 use state::{Message, State};
 
+pub use permits::MemoryLease;
 pub use state::{DeadLetter, HeldMessage};
 
 /// The in-process backend. Clones share the same queues.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
+    permits: PermitTable,
 }
 
 impl MemoryBackend {
@@ -55,6 +59,7 @@ impl MemoryBackend {
     pub fn embedded() -> Self {
         Self {
             state: Arc::new(Mutex::new(State::unrecorded())),
+            permits: PermitTable::default(),
         }
     }
 
@@ -64,6 +69,11 @@ impl MemoryBackend {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many permits of `permits` are held now.
+    pub fn permits_held(&self, permits: &Permits) -> u32 {
+        self.permits.held(permits)
     }
 
     /// Envelopes ready on `queue`, in the order they would be delivered.
@@ -181,6 +191,7 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     type Consumer = MemoryConsumer;
+    type Lease = MemoryLease;
 
     async fn declare(&self, queue: &QueueConfig) -> Result<(), BrokerError> {
         check_queue_name(&queue.name)?;
@@ -235,6 +246,10 @@ impl Backend for MemoryBackend {
             prefetch: Arc::new(Semaphore::new(usize::from(queue.prefetch.max(1)))),
             notify,
         })
+    }
+
+    async fn take_permit(&self, permits: &Permits) -> Result<Option<MemoryLease>, BrokerError> {
+        Ok(self.permits.take(permits))
     }
 
     /// In memory a consumer receives deliveries as fast as any thread can run them, so

@@ -39,6 +39,10 @@
 //! RabbitMQ 3.10 can stop expiring a quorum queue's messages after its leader moved.
 //! Held messages carry a `timestamp` for it.
 //!
+//! Concurrency caps: a cap's permits are the messages of a permit queue, held unacked on
+//! a channel of their own while a job runs, so a host's permits end with its connection
+//! (`permits` has the contract).
+//!
 //! Credentials never reach logs or errors: the URL is shown with its password masked.
 
 mod acks;
@@ -50,6 +54,7 @@ mod depth;
 mod link;
 mod nodes;
 mod options;
+mod permits;
 mod session;
 mod sweep;
 mod url;
@@ -64,9 +69,10 @@ pub use consumer::{RabbitMqConsumer, RabbitMqDelivery};
 use link::Link;
 use nodes::Nodes;
 pub use options::{RabbitMqOptions, ReconnectBackoff};
+pub use permits::RabbitMqLease;
 
 use super::hold::check_queue_name;
-use super::{Backend, BrokerError, DeadLetterOut, HoldQueue, dead_letter_queue_name};
+use super::{Backend, BrokerError, DeadLetterOut, HoldQueue, Permits, dead_letter_queue_name};
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
 use codec::{dead_letter_properties, held_properties, job_properties};
@@ -169,6 +175,7 @@ impl Drop for RabbitMqBackend {
 
 impl Backend for RabbitMqBackend {
     type Consumer = RabbitMqConsumer;
+    type Lease = RabbitMqLease;
 
     async fn declare(&self, queue: &QueueConfig) -> Result<(), BrokerError> {
         check_queue_name(&queue.name)?;
@@ -237,6 +244,12 @@ impl Backend for RabbitMqBackend {
     async fn consume(&self, queue: &QueueConfig) -> Result<RabbitMqConsumer, BrokerError> {
         check_queue_name(&queue.name)?;
         RabbitMqConsumer::start(Arc::clone(&self.link), &queue.name, queue.prefetch).await
+    }
+
+    async fn take_permit(&self, permits: &Permits) -> Result<Option<RabbitMqLease>, BrokerError> {
+        self.link
+            .run(|session| async move { permits::take(&session, permits).await })
+            .await
     }
 
     fn inline_limit(&self) -> Option<Duration> {

@@ -102,6 +102,8 @@ pub(super) struct Session {
     spare: Mutex<Vec<Channel>>,
     /// When each hold queue's last declaration on this session was sent.
     holds: Mutex<HashMap<String, Instant>>,
+    /// Idle channels for taking permits: each holds nothing while here (see `permits`).
+    permit_channels: Mutex<Vec<Channel>>,
 }
 
 impl Session {
@@ -141,6 +143,7 @@ impl Session {
             publishing: Arc::new(Semaphore::new(options.publisher_channels)),
             spare: Mutex::new(Vec::new()),
             holds: Mutex::new(HashMap::new()),
+            permit_channels: Mutex::new(Vec::new()),
         })
     }
 
@@ -284,6 +287,31 @@ impl Session {
             .map_err(|error| Failure::classify_declaration(queue, config.queue_type, error))?;
         self.return_spare(channel);
         Ok(())
+    }
+
+    /// A channel that holds nothing, for taking a permit: an idle one, or a new one.
+    pub(super) async fn permit_channel(&self) -> Result<Channel, lapin::Error> {
+        let idle = self
+            .permit_channels
+            .lock()
+            .expect("permit channel list poisoned")
+            .pop();
+        match idle {
+            Some(channel) if channel.status().connected() => Ok(channel),
+            _ => self.connection.create_channel().await,
+        }
+    }
+
+    /// Keep a channel that holds nothing any more for the next permit; past
+    /// [`SPARE_CHANNELS`] idle ones, dropping it closes it.
+    pub(super) fn keep_permit_channel(&self, channel: Channel) {
+        let mut idle = self
+            .permit_channels
+            .lock()
+            .expect("permit channel list poisoned");
+        if idle.len() < SPARE_CHANNELS && channel.status().connected() {
+            idle.push(channel);
+        }
     }
 
     /// An idle publisher channel, or a new one.
