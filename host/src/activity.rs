@@ -183,6 +183,9 @@ impl Observer for Activity {
             Settled::Retried => &counters.retried,
             Settled::Deferred => &counters.deferred,
             Settled::DeadLettered(_) => &counters.dead_lettered,
+            // Held back without spending an attempt, as a deferral is: the dashboard counts
+            // both as deferred, and the metrics tell them apart.
+            Settled::Throttled(_) => &counters.deferred,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         let reason = match (job.settled, job.failure) {

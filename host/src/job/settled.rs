@@ -14,8 +14,8 @@
 //! written where it decides and settles, because they carry the job's span.
 //!
 //! # Contract
-//! - [`Settled`] is the whole story of a settlement: completed, retried, deferred, or
-//!   dead-lettered with a [`DeadCause`]. Observers match on it; a new variant is a compile
+//! - [`Settled`] is the whole story of a settlement: completed, retried, deferred,
+//!   throttled by a [`Throttle`], or dead-lettered with a [`DeadCause`]. Observers match on it; a new variant is a compile
 //!   error in each of them until it is mapped.
 //! - A dead letter's reason (the `x-death-reason` header, the log line, the dashboard) is
 //!   rendered from its cause by `Display`, never parsed back into one: the metrics label is
@@ -79,6 +79,26 @@ pub enum Settled {
     Deferred,
     /// The message is in the dead-letter queue of the queue it came from, for `cause`.
     DeadLettered(DeadCause),
+    /// The job did not run, held back by a limit of the fleet: it waits in a hold queue
+    /// without spending an attempt.
+    Throttled(Throttle),
+}
+
+/// Which limit held a job back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Throttle {
+    /// Its queue's or its key's concurrency cap had no permit free.
+    Concurrency,
+}
+
+impl Throttle {
+    /// The `reason` label of `jobhost_jobs_throttled_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Concurrency => "concurrency",
+        }
+    }
 }
 
 impl Settled {
@@ -89,6 +109,15 @@ impl Settled {
             Self::Retried => "retried",
             Self::Deferred => "deferred",
             Self::DeadLettered(_) => "dead_lettered",
+            Self::Throttled(_) => "throttled",
+        }
+    }
+
+    /// The limit, when the job was throttled.
+    pub fn throttle(&self) -> Option<Throttle> {
+        match self {
+            Self::Throttled(throttle) => Some(*throttle),
+            Self::Completed | Self::Retried | Self::Deferred | Self::DeadLettered(_) => None,
         }
     }
 
@@ -96,7 +125,7 @@ impl Settled {
     pub fn dead_cause(&self) -> Option<&DeadCause> {
         match self {
             Self::DeadLettered(cause) => Some(cause),
-            Self::Completed | Self::Retried | Self::Deferred => None,
+            Self::Completed | Self::Retried | Self::Deferred | Self::Throttled(_) => None,
         }
     }
 }

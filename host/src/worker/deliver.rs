@@ -8,6 +8,9 @@
 //! 2. Refuse a payload above the size limit; find the route of its job type in the registry
 //!    of *now*; none is dead-lettered as ``no handler for job type `X` ``.
 //! 3. Resolve the effective policy and timeout now.
+//!    3a. Take a permit of each concurrency cap of the job ([`caps`](super::caps)); a cap
+//!    without a free permit puts the job back, unchanged, for one granularity step,
+//!    without running it or spending an attempt.
 //! 4. Run the handler.
 //! 5. Ask [`policy::decide`](crate::policy::decide) what becomes of the attempt (ack after
 //!    publishing follow-ups, retry or defer through a hold queue, or dead-letter with a
@@ -41,13 +44,14 @@ use jobhost_sdk::JobError;
 use tracing::{Instrument, Span, debug_span, field, info, warn};
 
 use super::Shared;
+use super::caps::{self, Admission};
 use super::observe::Observation;
 use super::registry::{Registry, Route};
 use super::settle::{DeliveryOf, Settlement, Settling};
 use super::unsettled::{MessageKey, Unsettled};
 use crate::broker::{Backend, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{DeadCause, Delayed, FollowUp, Invocation, Outcome};
+use crate::job::{DeadCause, Delayed, FollowUp, Invocation, Outcome, Throttle};
 use crate::policy::{Decision, DelayTooLong, HoldDelay, decide, effective_timeout};
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::{DeliveryTrace, JobTrace, TraceId};
@@ -147,8 +151,19 @@ async fn run<B: Backend>(
         return Settlement::dead_letter(DeadCause::NoHandler { job_type }, envelope.attempt);
     };
     span.record("plugin", &*route.plugin);
+    let leases = match caps::admit(shared, &route, envelope).await {
+        Admission::Admitted(leases) => leases,
+        Admission::Throttled => {
+            return Settlement::Throttled {
+                next: envelope.clone().routed_to(&route.queue.name),
+                delay: shared.config.retry_granularity.one_step(),
+                throttle: Throttle::Concurrency,
+            };
+        }
+    };
     let handled = invoke(shared, &route, envelope, trace.job);
     let outcome = seen.handler(&route, handled).await;
+    drop(leases);
     let (policy, attempt) = (route.policy(), envelope.attempt);
     let granularity = shared.config.retry_granularity;
     let decision = match decide(policy, attempt, outcome, granularity) {

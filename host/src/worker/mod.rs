@@ -16,6 +16,7 @@
 //! - Shutdown stops pulling, lets the jobs already pulled finish and settle within the grace
 //!   period, and then gives up on the rest, which the broker redelivers.
 
+mod caps;
 mod deliver;
 mod handler;
 mod inline;
@@ -38,6 +39,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::broker::{Backend, Consumer, Delivery};
+use crate::grants::SharedGrants;
 use crate::metrics::Metrics;
 use crate::policy::{Granularity, effective_timeout};
 use inline::{BusyTime, Timed};
@@ -71,6 +73,10 @@ pub struct WorkerConfig {
     /// Where the worker counts jobs, their outcomes and durations (default: fresh
     /// [`Metrics`] nobody scrapes); the host shares these with the admin API's `/metrics`.
     pub metrics: Metrics,
+    /// The grants file in force, whose `[queues]` and `[jobs]` concurrency caps hold
+    /// fleet-wide (default: no grants, so no caps). The host shares the engine's, so a
+    /// reload of the file changes the caps for the jobs that start after it.
+    pub caps: SharedGrants,
 }
 
 impl WorkerConfig {
@@ -97,6 +103,7 @@ impl Default for WorkerConfig {
             max_redeliveries: 5,
             broker_consumer_timeout: Duration::from_secs(30 * 60),
             metrics: Metrics::default(),
+            caps: SharedGrants::default(),
         }
     }
 }
@@ -373,6 +380,8 @@ impl<B: Backend> ConsumeLoop<B> {
     }
 }
 
+#[cfg(test)]
+mod caps_tests;
 #[cfg(test)]
 mod ending_tests;
 #[cfg(test)]

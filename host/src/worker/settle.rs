@@ -13,7 +13,7 @@ use super::observe::Observation;
 use super::unsettled::MessageKey;
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{DeadCause, Settled};
+use crate::job::{DeadCause, Settled, Throttle};
 use crate::policy::HoldDelay;
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::DeliveryTrace;
@@ -34,6 +34,12 @@ pub(super) enum Settlement {
     Defer {
         next: Envelope,
         delay: HoldDelay,
+    },
+    /// Held back by a cap (see `caps`): the job, unchanged, waits one step.
+    Throttled {
+        next: Envelope,
+        delay: HoldDelay,
+        throttle: Throttle,
     },
     DeadLetter {
         cause: DeadCause,
@@ -60,6 +66,7 @@ impl Settlement {
             Self::Ack { .. } => Settled::Completed,
             Self::Retry { .. } => Settled::Retried,
             Self::Defer { .. } => Settled::Deferred,
+            Self::Throttled { throttle, .. } => Settled::Throttled(*throttle),
             Self::DeadLetter { cause, .. } => Settled::DeadLettered(cause.clone()),
         }
     }
@@ -69,6 +76,7 @@ impl Settlement {
         match self {
             Self::Ack { .. } => "a follow-up job",
             Self::Defer { .. } => "deferral",
+            Self::Throttled { .. } => "a throttled job",
             Self::Retry { .. } => "retry",
             Self::DeadLetter { .. } => "the dead letter",
         }
@@ -77,7 +85,9 @@ impl Settlement {
     /// The attempt a dead letter replacing this settlement records.
     fn attempts(&self, delivery: &impl Delivery) -> u32 {
         match self {
-            Self::Retry { next, .. } | Self::Defer { next, .. } => next.attempt,
+            Self::Retry { next, .. } | Self::Defer { next, .. } | Self::Throttled { next, .. } => {
+                next.attempt
+            }
             Self::DeadLetter { attempts, .. } => *attempts,
             Self::Ack { .. } => Envelope::decode(delivery.body()).map_or(0, |e| e.attempt),
         }
@@ -179,7 +189,9 @@ impl<'a, B: Backend> Settling<'a, B> {
                 }
                 Ok(())
             }
-            Settlement::Retry { next, delay } | Settlement::Defer { next, delay } => {
+            Settlement::Retry { next, delay }
+            | Settlement::Defer { next, delay }
+            | Settlement::Throttled { next, delay, .. } => {
                 backend.publish(next, Some(*delay)).await
             }
             Settlement::DeadLetter {
@@ -208,7 +220,9 @@ impl<'a, B: Backend> Settling<'a, B> {
             Settlement::Ack { follow_ups } => {
                 debug!(follow_ups = follow_ups.len(), "job completed");
             }
-            Settlement::Retry { .. } | Settlement::Defer { .. } => debug!("job republished"),
+            Settlement::Retry { .. } | Settlement::Defer { .. } | Settlement::Throttled { .. } => {
+                debug!("job republished")
+            }
             Settlement::DeadLetter { reason, .. } => match job {
                 Some(job) => warn!(
                     %queue,

@@ -23,6 +23,7 @@ pub(super) struct Tally {
     retried: AtomicU64,
     deferred: AtomicU64,
     dead_lettered: AtomicU64,
+    throttled: AtomicU64,
 }
 
 /// One period's counts.
@@ -32,6 +33,7 @@ pub(super) struct Counts {
     pub(super) retried: u64,
     pub(super) deferred: u64,
     pub(super) dead_lettered: u64,
+    pub(super) throttled: u64,
 }
 
 impl Observer for Tally {
@@ -41,6 +43,7 @@ impl Observer for Tally {
             Settled::Retried => &self.retried,
             Settled::Deferred => &self.deferred,
             Settled::DeadLettered(_) => &self.dead_lettered,
+            Settled::Throttled(_) => &self.throttled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -54,6 +57,7 @@ impl Tally {
             retried: self.retried.swap(0, Ordering::Relaxed),
             deferred: self.deferred.swap(0, Ordering::Relaxed),
             dead_lettered: self.dead_lettered.swap(0, Ordering::Relaxed),
+            throttled: self.throttled.swap(0, Ordering::Relaxed),
         }
     }
 
@@ -74,6 +78,7 @@ impl Tally {
                     retried = counts.retried,
                     deferred = counts.deferred,
                     dead_lettered = counts.dead_lettered,
+                    throttled = counts.throttled,
                     "jobs settled since the last summary"
                 );
             }
@@ -90,7 +95,7 @@ mod tests {
 
     use std::sync::Arc;
 
-    use crate::job::DeadCause;
+    use crate::job::{DeadCause, Throttle};
 
     #[test]
     fn each_settlement_is_counted_once_and_a_summary_starts_the_count_over() {
@@ -102,6 +107,7 @@ mod tests {
             Settled::Retried,
             Settled::Deferred,
             Settled::DeadLettered(DeadCause::Malformed),
+            Settled::Throttled(Throttle::Concurrency),
         ] {
             tally.settled(&SettledJob {
                 queue: &queue,
@@ -118,7 +124,8 @@ mod tests {
                 completed: 2,
                 retried: 1,
                 deferred: 1,
-                dead_lettered: 1
+                dead_lettered: 1,
+                throttled: 1,
             }
         );
         assert_eq!(tally.take(), Counts::default());
