@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use jobhost::admin::api::{
-    BackoffView, BindingView, DeadLetterList, EnqueueRequest, GrantsView, PluginView, PolicyReport,
-    PolicyView, PurgeReport, millis,
+    BackoffView, BindingView, CapView, DeadLetterList, EnqueueRequest, GrantsView, PluginView,
+    PolicyReport, PolicyView, PurgeReport, millis,
 };
 use jobhost::admin::{self, AdminClient};
 use jobhost::broker::{DeadLetters, RabbitMqBackend, RabbitMqOptions};
@@ -118,6 +118,7 @@ fn print_plugin(plugin: &PluginView) {
                 q.max_priority.to_string(),
                 q.timeout_ms.map_or_else(|| "-".to_owned(), duration),
                 describe(&q.retry),
+                concurrency(q.concurrency.as_ref()),
             ]
         })
         .collect();
@@ -130,7 +131,8 @@ fn print_plugin(plugin: &PluginView) {
                 "Prefetch",
                 "Max priority",
                 "Timeout",
-                "Retry"
+                "Retry",
+                "Concurrency"
             ],
             &queues
         )
@@ -144,17 +146,35 @@ fn print_plugin(plugin: &PluginView) {
                 j.queue.clone(),
                 describe(&j.policy),
                 format!("{:?}", j.source).to_lowercase(),
+                concurrency(j.concurrency.as_ref()),
             ]
         })
         .collect();
     println!(
         "{}",
-        render(&["Job type", "Queue", "Effective policy", "From"], &jobs)
+        render(
+            &[
+                "Job type",
+                "Queue",
+                "Effective policy",
+                "From",
+                "Concurrency"
+            ],
+            &jobs
+        )
     );
     if let Some(binding) = &plugin.binding {
         println!("{}", bound(binding));
     }
     println!("{}\n", grants(plugin.grants.as_ref()));
+}
+
+/// A fleet-wide concurrency cap and where it is set, or `-`.
+fn concurrency(cap: Option<&CapView>) -> String {
+    cap.map_or_else(
+        || "-".to_owned(),
+        |cap| format!("{} ({})", cap.describe(), cap.from),
+    )
 }
 
 /// Which section of the grants file a plugin's file binds it to, and its pin.
