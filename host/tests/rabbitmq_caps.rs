@@ -22,15 +22,17 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::routing::get;
-use cli_support::{Host, STARTUP, jobhost, write_grants};
+use cli_support::{Host, STARTUP, jobhost, json_of, stdout_of, write_grants};
 use jobhost::broker::{Backend, Permits, RabbitMqBackend, RabbitMqOptions};
 use jobhost::envelope::Envelope;
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
-use lapin::{BasicProperties, Channel};
 use serde_json::json;
 use serde_json::value::RawValue;
-use support::{PATIENCE, amqp_url, backend, rabbitmqctl, raw_channel_at, ready, unique, within};
+use support::{
+    PATIENCE, amqp_url, backend, publish_plainly, rabbitmqctl, raw_channel_at, ready, unique,
+    within,
+};
 
 /// The queue and job type of the `http-probe` fixture.
 const QUEUE: &str = "test.http_probe";
@@ -88,19 +90,6 @@ async fn broker_present() -> bool {
     backend(&unique("caps-probe")).await.is_some()
 }
 
-async fn publish_garbage(channel: &Channel, queue: &str, body: &[u8]) {
-    channel
-        .basic_publish(
-            "".into(),
-            queue.into(),
-            BasicPublishOptions::default(),
-            body,
-            BasicProperties::default(),
-        )
-        .await
-        .expect("a plain publish");
-}
-
 /// Take permits until one is given (and keep it), for at most [`PATIENCE`]: a permit given
 /// back is requeued by a task of its own, a moment after its lease is dropped.
 async fn take_eventually(backend: &RabbitMqBackend, permits: &Permits, what: &str) {
@@ -139,7 +128,7 @@ async fn a_permit_queue_hands_out_its_limit_across_connections_and_survives_what
     // Garbage published into the queue never counts as a permit.
     let channel = raw_channel_at(&vhost.url).await;
     for _ in 0..3 {
-        publish_garbage(&channel, &permits.name, b"not a permit").await;
+        publish_plainly(&channel, &permits.name, b"not a permit").await;
     }
     drop(first);
     take_eventually(&b, &permits, "the permit given back by connection a").await;
@@ -167,6 +156,30 @@ async fn a_permit_queue_hands_out_its_limit_across_connections_and_survives_what
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_jobs_of_one_host_reaching_a_new_key_at_once_make_its_permits_once() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new();
+    let host = vhost.backend("caps-one-host").await;
+    for key in 0..5 {
+        let permits = Permits::for_key(FETCH, Some(&key.to_string()), 3, Duration::from_secs(60));
+        let takes = (0..12).map(|_| host.take_permit(&permits));
+        let leases: Vec<_> = futures_util::future::join_all(takes)
+            .await
+            .into_iter()
+            .filter_map(|taken| taken.expect("a take answers"))
+            .collect();
+        assert_eq!(
+            leases.len(),
+            3,
+            "key {key}: twelve takes at once get the three permits and no more"
+        );
+        assert!(host.take_permit(&permits).await.expect("a take").is_none());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_queue_someone_else_made_and_filled_with_garbage_throttles_and_breaks_nothing() {
     if !broker_present().await {
         return;
@@ -184,7 +197,7 @@ async fn a_permit_queue_someone_else_made_and_filled_with_garbage_throttles_and_
         .await
         .expect("someone declares the permit queue first");
     for _ in 0..10 {
-        publish_garbage(&channel, &permits.name, b"{\"i am\": \"a permit\"}").await;
+        publish_plainly(&channel, &permits.name, b"{\"i am\": \"a permit\"}").await;
     }
     for _ in 0..6 {
         let taken = host.take_permit(&permits).await.expect("a take answers");
@@ -287,6 +300,11 @@ async fn call(
     }
     ledger.calls.lock().expect("the ledger")[index].ended = Some(Instant::now());
     "done"
+}
+
+/// Where [`start_host`] wrote `host`'s grants file.
+fn grants_file(host: &Host) -> std::path::PathBuf {
+    host.plugin_dir().join("grants").join("jobhost.toml")
 }
 
 /// A `jobhost run` on the test's virtual host serving `http-probe`, with `grants`.
@@ -441,8 +459,37 @@ async fn two_hosts_never_run_more_than_a_keys_cap_and_a_killed_hosts_permits_com
     assert_eq!(c1, 2, "key c1 reaches its cap of 2 and never exceeds it");
     assert!(c2 <= 2, "key c2 never exceeds its cap: {c2}");
     assert!(all > 2, "the keys run side by side: {all}");
+
+    // The cap in force and where it comes from, and a reload of the grants file changes it.
+    let from = format!("[jobs.\"{FETCH}\"] in jobhost.toml");
+    assert_eq!(
+        fetch_cap(&b),
+        json!({"limit": 2, "key": "customer", "from": from})
+    );
+    let table = tokio::task::block_in_place(|| stdout_of(&b.cli(&["plugins"])));
+    assert!(
+        table.contains(&format!("2 at once per customer ({from})")),
+        "{table}"
+    );
+    write_grants(&grants_file(&b), &grants.replace("limit = 2", "limit = 3"));
+    within(patience, "the reloaded grants file's cap", async {
+        while fetch_cap(&b)["limit"] != 3 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     drop((a, b));
     producer.close().await;
+}
+
+/// What `jobhost plugins --json` says of `probe.Fetch`'s cap on `host`.
+fn fetch_cap(host: &Host) -> serde_json::Value {
+    let plugins = tokio::task::block_in_place(|| json_of(&host.cli(&["plugins", "--json"])));
+    plugins[0]["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|job| job["name"] == FETCH))
+        .map(|job| job["concurrency"].clone())
+        .unwrap_or_default()
 }
 
 /// How many jobs of `probe.Fetch` a host completed, by its log.

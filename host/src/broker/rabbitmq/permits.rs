@@ -16,6 +16,8 @@
 //!   `{permit queue}.lock`: the broker lets one connection hold it, and removes it with
 //!   that connection, so two hosts never fill one permit queue twice and a host that dies
 //!   holding it blocks no one. A host that finds the lock taken waits for the holder.
+//!   Within a host, whose tasks share one connection and so one lock, a mutex of the
+//!   session lets one task make permit queues at a time.
 //! - A message of the permit queue that is not one of its permits (its `type` and body
 //!   say so) is acked away with a warning, so garbage published there never counts as a
 //!   permit and never blocks one; a take reads at most `limit + 1` messages.
@@ -133,8 +135,10 @@ fn is_permit(properties: &BasicProperties, body: &[u8], permits: &Permits) -> bo
         && body == permits.name.as_bytes()
 }
 
-/// Make `permits`' queue with its permits, unless another host made it first.
+/// Make `permits`' queue with its permits, unless another host, or another task of this
+/// one, made it first.
 async fn make(session: &Session, permits: &Permits) -> Result<(), Failure> {
+    let _making = session.making_permits.lock().await;
     let lock = format!("{}.lock", permits.name);
     for attempt in 0..LOCK_TRIES {
         let channel = session.channel().await.map_err(Failure::Lost)?;

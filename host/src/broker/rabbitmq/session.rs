@@ -104,6 +104,9 @@ pub(super) struct Session {
     holds: Mutex<HashMap<String, Instant>>,
     /// Idle channels for taking permits: each holds nothing while here (see `permits`).
     permit_channels: Mutex<Vec<Channel>>,
+    /// Held while this session makes a permit queue, because the broker's lock (an
+    /// exclusive queue) keeps out other connections only, not this one's other tasks.
+    pub(super) making_permits: tokio::sync::Mutex<()>,
 }
 
 impl Session {
@@ -144,6 +147,7 @@ impl Session {
             spare: Mutex::new(Vec::new()),
             holds: Mutex::new(HashMap::new()),
             permit_channels: Mutex::new(Vec::new()),
+            making_permits: tokio::sync::Mutex::new(()),
         })
     }
 
