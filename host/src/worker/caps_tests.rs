@@ -108,6 +108,11 @@ async fn a_queue_cap_of_two_runs_ten_jobs_two_at_a_time_without_spending_attempt
         .sample(r#"jobhost_jobs_throttled_total{queue="q",reason="concurrency"}"#)
         .expect("throttled jobs are counted");
     assert!(throttled >= 8.0, "{throttled}");
+    assert_eq!(
+        metrics.sample(r#"jobhost_jobs_total{queue="q",job_type="t",outcome="throttled"}"#),
+        Some(throttled),
+        "a throttled job counts under its job type"
+    );
     let permits = Permits::for_queue("q", 2, WorkerConfig::default().broker_consumer_timeout);
     assert_eq!(
         h.backend.permits_held(&permits),

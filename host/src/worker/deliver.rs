@@ -151,6 +151,7 @@ async fn run<B: Backend>(
         return Settlement::dead_letter(DeadCause::NoHandler { job_type }, envelope.attempt);
     };
     span.record("plugin", &*route.plugin);
+    seen.routed(&route);
     let leases = match caps::admit(shared, &route, envelope).await {
         Admission::Admitted(leases) => leases,
         Admission::Throttled => {
@@ -162,7 +163,7 @@ async fn run<B: Backend>(
         }
     };
     let handled = invoke(shared, &route, envelope, trace.job);
-    let outcome = seen.handler(&route, handled).await;
+    let outcome = seen.handler(handled).await;
     drop(leases);
     let (policy, attempt) = (route.policy(), envelope.attempt);
     let granularity = shared.config.retry_granularity;

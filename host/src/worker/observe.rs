@@ -53,14 +53,15 @@ impl<'a> Observation<'a> {
         }
     }
 
-    /// Run `handler`, the handler of `route`, timing it; the delivery counts under the
-    /// route's job type from now on.
-    pub(super) async fn handler(
-        &mut self,
-        route: &Route,
-        handler: impl Future<Output = Outcome>,
-    ) -> Outcome {
+    /// The delivery was routed to `route`: it counts under the route's job type from now
+    /// on, whether its handler runs or a cap holds it back.
+    pub(super) fn routed(&mut self, route: &Route) {
         self.series.job_type = route.job_type.clone();
+    }
+
+    /// Run `handler`, the handler of the route the delivery was [`routed`](Self::routed)
+    /// to, timing it.
+    pub(super) async fn handler(&mut self, handler: impl Future<Output = Outcome>) -> Outcome {
         let started = Instant::now();
         let output = handler.await;
         self.metrics
