@@ -27,6 +27,10 @@ use crate::broker::{BrokerError, HoldQueue, dead_letter_queue_name};
 /// again afterwards.
 const SPARE_CHANNELS: usize = 8;
 
+/// Idle permit channels kept for reuse: as many as a host at the default concurrency holds
+/// permits at once, so a busy capped queue does not open and close a channel per job.
+const IDLE_PERMIT_CHANNELS: usize = 64;
+
 /// How long closing waits for the broker's reply: a broker that does not answer must not
 /// keep a stopping host from exiting.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -307,13 +311,13 @@ impl Session {
     }
 
     /// Keep a channel that holds nothing any more for the next permit; past
-    /// [`SPARE_CHANNELS`] idle ones, dropping it closes it.
+    /// [`IDLE_PERMIT_CHANNELS`] idle ones, dropping it closes it.
     pub(super) fn keep_permit_channel(&self, channel: Channel) {
         let mut idle = self
             .permit_channels
             .lock()
             .expect("permit channel list poisoned");
-        if idle.len() < SPARE_CHANNELS && channel.status().connected() {
+        if idle.len() < IDLE_PERMIT_CHANNELS && channel.status().connected() {
             idle.push(channel);
         }
     }
