@@ -1,7 +1,8 @@
 //! The embedded in-process backend: RabbitMQ's semantics without a broker.
 //!
 //! Work queues order by priority then arrival; hold queues are timers on tokio's clock
-//! (so tests under `start_paused` run in milliseconds); dead letters keep their reason.
+//! (so tests under `start_paused` run in milliseconds); dead letters keep their reason; a
+//! concurrency cap's permit queue is a count of the permits held (`permits`).
 //! Nothing survives the process. Inspection methods (`pending`, `acked`, `deferred`,
 //! `dead_letters`, `hold_queues`) exist so tests can assert what the broker would hold.
 //!
