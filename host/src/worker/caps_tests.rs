@@ -71,8 +71,12 @@ impl Handler for Ledger {
     }
 }
 
-/// A harness serving job type `t` on queue `q` with a [`Ledger`], under the grants `toml`.
-async fn capped(toml: &str) -> (Arc<Ledger>, Harness, Metrics) {
+fn grants(toml: &str) -> Grants {
+    Grants::parse(Path::new("jobhost.toml"), toml).expect("valid grants")
+}
+
+/// A harness serving job type `t` on queue `q` with a [`Ledger`], under `caps`.
+async fn capped_by(caps: SharedGrants) -> (Arc<Ledger>, Harness, Metrics) {
     let ledger = Arc::new(Ledger::default());
     let unit = Unit::new(
         "n",
@@ -80,14 +84,18 @@ async fn capped(toml: &str) -> (Arc<Ledger>, Harness, Metrics) {
         manifest("n", QueueConfig::new("q"), &["t"]),
         ledger.clone(),
     );
-    let grants = Grants::parse(Path::new("jobhost.toml"), toml).expect("valid grants");
     let metrics = Metrics::new();
     let config = WorkerConfig {
-        caps: SharedGrants::new(grants),
+        caps,
         metrics: metrics.clone(),
         ..WorkerConfig::default()
     };
     (ledger, Harness::start([unit], config).await, metrics)
+}
+
+/// [`capped_by`] the grants file `toml`.
+async fn capped(toml: &str) -> (Arc<Ledger>, Harness, Metrics) {
+    capped_by(SharedGrants::new(grants(toml))).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -168,5 +176,24 @@ async fn a_job_under_both_caps_holds_a_permit_of_each() {
     for key in ["a", "b", "c"] {
         assert_eq!(ledger.peak(key), 1, "the cap of key {key} holds");
     }
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reloaded_grants_file_changes_the_cap_for_the_jobs_that_start_after_it() {
+    let caps = SharedGrants::new(grants("[queues.q]\nconcurrency = 1\n"));
+    let (ledger, h, _) = capped_by(caps.clone()).await;
+    for i in 0..4 {
+        h.enqueue("t", json!({ "i": i })).await;
+    }
+    h.run_until_idle().await;
+    assert_eq!(ledger.peak(ALL), 1, "one at a time under the first file");
+    caps.replace(grants("[queues.q]\nconcurrency = 3\n"));
+    for i in 4..10 {
+        h.enqueue("t", json!({ "i": i })).await;
+    }
+    h.run_until_idle().await;
+    assert_eq!(h.log.calls().len(), 10, "every job ran once");
+    assert_eq!(ledger.peak(ALL), 3, "three at a time under the edited file");
     h.shutdown().await;
 }
