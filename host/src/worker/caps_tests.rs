@@ -197,3 +197,21 @@ async fn a_reloaded_grants_file_changes_the_cap_for_the_jobs_that_start_after_it
     assert_eq!(ledger.peak(ALL), 3, "three at a time under the edited file");
     h.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hostile_key_is_capped_like_any_other() {
+    let (ledger, h, _) =
+        capped("[jobs.t]\nconcurrency = { key = \"customer\", limit = 1 }\n").await;
+    let hostile = format!("\u{0}\r\n\u{202e}{}", "k".repeat(1 << 20));
+    for i in 0..3 {
+        h.enqueue("t", json!({ "customer": hostile, "i": i })).await;
+    }
+    h.run_until_idle().await;
+    assert_eq!(h.log.calls().len(), 3, "every job ran once");
+    assert_eq!(
+        ledger.peak(&hostile),
+        1,
+        "a megabyte of control characters is a key"
+    );
+    h.shutdown().await;
+}
