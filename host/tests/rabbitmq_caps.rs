@@ -471,6 +471,11 @@ async fn two_hosts_never_run_more_than_a_keys_cap_and_a_killed_hosts_permits_com
         table.contains(&format!("2 at once per customer ({from})")),
         "{table}"
     );
+    let policy = tokio::task::block_in_place(|| stdout_of(&b.cli(&["policy", FETCH])));
+    assert!(
+        policy.contains(&format!("concurrency: 2 at once per customer ({from})")),
+        "{policy}"
+    );
     write_grants(&grants_file(&b), &grants.replace("limit = 2", "limit = 3"));
     within(patience, "the reloaded grants file's cap", async {
         while fetch_cap(&b)["limit"] != 3 {

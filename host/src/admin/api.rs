@@ -369,18 +369,26 @@ pub struct PolicyReport {
     pub policy: PolicyView,
     /// The computed wait (before jitter) after each failed attempt.
     pub schedule: Vec<ScheduleRow>,
+    /// The job type's per-key concurrency cap, when the grants file sets one (its queue's
+    /// is `queue.concurrency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<CapView>,
 }
 
 impl PolicyReport {
-    /// The report for `route`.
-    pub fn of(route: &Route) -> Self {
+    /// The report for `route`, with the caps of `grants`.
+    pub fn of(route: &Route, grants: &Grants) -> Self {
         Self {
             job_type: route.job.name.clone(),
             plugin: route.plugin.to_string(),
-            queue: QueueView::from(&route.queue),
+            queue: QueueView {
+                concurrency: CapView::of_queue(grants, &route.queue.name),
+                ..QueueView::from(&route.queue)
+            },
             source: PolicySource::of(&route.job, &route.queue),
             policy: PolicyView::from(route.policy()),
             schedule: schedule(&route.policy().backoff),
+            concurrency: CapView::of_job(grants, &route.job.name),
         }
     }
 }

@@ -277,6 +277,12 @@ fn print_policy(report: &PolicyReport) {
         describe(&report.policy),
         report.source.describe()
     );
+    for cap in [&report.concurrency, &report.queue.concurrency]
+        .into_iter()
+        .flatten()
+    {
+        println!("concurrency: {}", concurrency(Some(cap)));
+    }
     let rows: Vec<Vec<String>> = report
         .schedule
         .iter()
