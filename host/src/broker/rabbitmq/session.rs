@@ -299,26 +299,23 @@ impl Session {
 
     /// A channel that holds nothing, for taking a permit: an idle one, or a new one.
     pub(super) async fn permit_channel(&self) -> Result<Channel, lapin::Error> {
-        let idle = self
-            .permit_channels
-            .lock()
-            .expect("permit channel list poisoned")
-            .pop();
-        match idle {
-            Some(channel) if channel.status().connected() => Ok(channel),
-            _ => self.connection.create_channel().await,
-        }
+        self.idle_or_new(&self.permit_channels).await
     }
 
     /// Keep a channel that holds nothing any more for the next permit; past
     /// [`IDLE_PERMIT_CHANNELS`] idle ones, dropping it closes it.
     pub(super) fn keep_permit_channel(&self, channel: Channel) {
-        let mut idle = self
-            .permit_channels
-            .lock()
-            .expect("permit channel list poisoned");
-        if idle.len() < IDLE_PERMIT_CHANNELS && channel.status().connected() {
-            idle.push(channel);
+        if channel.status().connected() {
+            keep(&self.permit_channels, channel, IDLE_PERMIT_CHANNELS);
+        }
+    }
+
+    /// A connected channel of `idle`, or a new one.
+    async fn idle_or_new(&self, idle: &Mutex<Vec<Channel>>) -> Result<Channel, lapin::Error> {
+        let idle = idle.lock().expect("channel list poisoned").pop();
+        match idle {
+            Some(channel) if channel.status().connected() => Ok(channel),
+            _ => self.connection.create_channel().await,
         }
     }
 
@@ -344,24 +341,22 @@ impl Session {
     }
 
     async fn spare_channel(&self) -> Result<Channel, lapin::Error> {
-        let idle = self
-            .spare
-            .lock()
-            .expect("spare channel list poisoned")
-            .pop();
-        match idle {
-            Some(channel) if channel.status().connected() => Ok(channel),
-            _ => self.connection.create_channel().await,
-        }
+        self.idle_or_new(&self.spare).await
     }
 
     /// Keep a channel whose work succeeded for the next declaration; dropping the
     /// last handle of the others closes them.
     fn return_spare(&self, channel: Channel) {
-        let mut spare = self.spare.lock().expect("spare channel list poisoned");
-        if spare.len() < SPARE_CHANNELS {
-            spare.push(channel);
-        }
+        keep(&self.spare, channel, SPARE_CHANNELS);
+    }
+}
+
+/// Keep `channel` in `idle` unless `idle` holds `most` already; dropping the last handle of
+/// a channel closes it.
+fn keep(idle: &Mutex<Vec<Channel>>, channel: Channel, most: usize) {
+    let mut idle = idle.lock().expect("channel list poisoned");
+    if idle.len() < most {
+        idle.push(channel);
     }
 }
 
