@@ -82,6 +82,10 @@ pub struct QueueActivity {
     pub deferred: u64,
     /// Dead-lettered.
     pub dead_lettered: u64,
+    /// Held back by a concurrency cap, each wait counted (a host of an older version
+    /// leaves it out).
+    #[serde(default)]
+    pub throttled: u64,
 }
 
 #[derive(Debug, Default)]
@@ -91,6 +95,7 @@ struct QueueCounters {
     retried: AtomicU64,
     deferred: AtomicU64,
     dead_lettered: AtomicU64,
+    throttled: AtomicU64,
 }
 
 /// Keeps a delivery counted as in flight on its queue until dropped.
@@ -137,6 +142,7 @@ impl Activity {
                 retried: read(&q.retried),
                 deferred: read(&q.deferred),
                 dead_lettered: read(&q.dead_lettered),
+                throttled: read(&q.throttled),
             }
         })
     }
@@ -183,9 +189,7 @@ impl Observer for Activity {
             Settled::Retried => &counters.retried,
             Settled::Deferred => &counters.deferred,
             Settled::DeadLettered(_) => &counters.dead_lettered,
-            // Held back without spending an attempt, as a deferral is: the dashboard counts
-            // both as deferred, and the metrics tell them apart.
-            Settled::Throttled(_) => &counters.deferred,
+            Settled::Throttled(_) => &counters.throttled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         let reason = match (job.settled, job.failure) {
@@ -280,6 +284,7 @@ mod tests {
         for settled in [
             Settled::Completed,
             Settled::DeadLettered(crate::job::DeadCause::Malformed),
+            Settled::Throttled(crate::job::Throttle::Concurrency),
         ] {
             activity.settled(&SettledJob {
                 queue: &queue,
@@ -292,7 +297,7 @@ mod tests {
         }
         let counts = activity.queue("q");
         assert_eq!((counts.in_flight, counts.completed), (1, 1));
-        assert_eq!(counts.dead_lettered, 1);
+        assert_eq!((counts.dead_lettered, counts.throttled), (1, 1));
         drop(delivering);
         assert_eq!(activity.queue("q").in_flight, 0);
         assert_eq!(activity.queue("unknown"), QueueActivity::default());

@@ -199,9 +199,10 @@ function renderQueues(overview) {
       numCell(a.completed),
       numCell(a.retried),
       numCell(a.dead_lettered),
+      numCell(a.throttled),
       el("td", {}, sparkline(state.series.get(q.name) || [])));
   });
-  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 9, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
+  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
   replaceRows(document.querySelector("#queues tbody"), rows);
 }
 
