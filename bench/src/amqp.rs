@@ -83,11 +83,13 @@ pub(crate) struct DrainingWorker {
 
 impl DrainingWorker {
     /// Declare the queues of `plugins`, fill them with `envelopes`, then start a worker
-    /// whose deliveries `meter` times; the wall and CPU clocks start when the worker does.
+    /// with `config` whose deliveries `meter` times; the wall and CPU clocks start when the
+    /// worker does.
     pub(crate) async fn start(
         backend: &Arc<RabbitMqBackend>,
         plugins: Plugins,
         envelopes: impl IntoIterator<Item = Envelope>,
+        config: WorkerConfig,
     ) -> anyhow::Result<Self> {
         for config in plugins.current().queues() {
             backend.declare(config).await?;
@@ -97,9 +99,7 @@ impl DrainingWorker {
         let shutdown = CancellationToken::new();
         let backend = Metered::new(Arc::clone(backend), meter.clone());
         let started = Stopwatch::start()?;
-        let worker = tokio::spawn(
-            Worker::new(backend, plugins, WorkerConfig::default()).run(shutdown.clone()),
-        );
+        let worker = tokio::spawn(Worker::new(backend, plugins, config).run(shutdown.clone()));
         Ok(Self {
             meter,
             started,

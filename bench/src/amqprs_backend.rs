@@ -16,6 +16,8 @@
 //!   `basic.nack` of its own, sent at once.
 //! - Publishes and dead letters fail: the no-op jobs it serves never publish, and a job
 //!   that tried would be requeued, not lost. [`Backend::declare`] does nothing.
+//! - Concurrency caps are refused: the bench sets none, and a cap it cannot keep must not
+//!   look kept.
 //!
 //! [`Worker`]: jobhost::worker::Worker
 
@@ -28,7 +30,7 @@ use amqprs::channel::{
     ConsumerMessage,
 };
 use amqprs::connection::Connection;
-use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
+use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, Permits};
 use jobhost::envelope::Envelope;
 use jobhost::policy::HoldDelay;
 use jobhost::trace::TraceContext;
@@ -61,6 +63,14 @@ fn lost(error: amqprs::error::Error) -> BrokerError {
 
 impl Backend for AmqprsBackend {
     type Consumer = AmqprsConsumer;
+    type Lease = ();
+
+    async fn take_permit(&self, permits: &Permits) -> Result<Option<()>, BrokerError> {
+        Err(BrokerError::Refused {
+            queue: permits.name.clone(),
+            reason: "the amqprs bench backend keeps no concurrency caps".to_owned(),
+        })
+    }
 
     async fn declare(&self, _queue: &QueueConfig) -> Result<(), BrokerError> {
         Ok(())

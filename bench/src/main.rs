@@ -13,6 +13,7 @@ mod amqp;
 mod amqprs_backend;
 mod amqprs_floor;
 mod blackbox;
+mod caps;
 mod cluster;
 mod cpu;
 mod events;
@@ -54,6 +55,9 @@ enum Command {
     Blackbox(Options),
     /// Jobs that fail once, through the host and queuey.
     Retries(Options),
+    /// What a concurrency cap's permits cost per job: no-op jobs drained without a cap,
+    /// under a queue cap, and under a queue and a key cap, none of which binds.
+    Caps(Options),
     /// Time from an atomic rename into the plugin directory to the first job served.
     Reload(Options),
     /// Memory use and start time.
@@ -150,6 +154,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Rabbitmq(options) => (options, &[Scenario::Rabbitmq]),
         Command::Blackbox(options) => (options, &[Scenario::Blackbox]),
         Command::Retries(options) => (options, &[Scenario::Retries]),
+        Command::Caps(options) => (options, &[Scenario::Caps]),
         Command::Reload(options) => (options, &[Scenario::Reload]),
         Command::Resources(options) => (options, &[Scenario::Resources]),
         Command::Http(options) => (options, &[Scenario::Http]),
@@ -171,6 +176,7 @@ enum Scenario {
     Rabbitmq,
     Blackbox,
     Retries,
+    Caps,
     Reload,
     Resources,
     Http,
@@ -178,11 +184,12 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Self; 7] = [
+    const ALL: [Self; 8] = [
         Self::Memory,
         Self::Rabbitmq,
         Self::Blackbox,
         Self::Retries,
+        Self::Caps,
         Self::Reload,
         Self::Resources,
         Self::Http,
@@ -194,6 +201,7 @@ impl Scenario {
             Self::Rabbitmq => rabbit::run(sizes).await,
             Self::Blackbox => blackbox::run(sizes).await,
             Self::Retries => retries::run(sizes).await,
+            Self::Caps => caps::run(sizes).await,
             Self::Reload => reload::run(sizes).await,
             Self::Resources => resources::run(sizes).await,
             Self::Http => http::run(sizes).await,

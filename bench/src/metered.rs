@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery};
+use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, Permits};
 use jobhost::envelope::Envelope;
 use jobhost::policy::HoldDelay;
 use jobhost::trace::TraceContext;
@@ -114,6 +114,11 @@ impl<B> Metered<B> {
 
 impl<B: Backend> Backend for Metered<B> {
     type Consumer = MeteredConsumer<B::Consumer>;
+    type Lease = B::Lease;
+
+    async fn take_permit(&self, permits: &Permits) -> Result<Option<B::Lease>, BrokerError> {
+        self.inner.take_permit(permits).await
+    }
 
     async fn declare(&self, queue: &QueueConfig) -> Result<(), BrokerError> {
         self.inner.declare(queue).await

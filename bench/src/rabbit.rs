@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use jobhost::broker::{Backend, RabbitMqBackend};
 use jobhost::plugin::{EngineConfig, Plugin};
-use jobhost::worker::{Plugins, Unit};
+use jobhost::worker::{Plugins, Unit, WorkerConfig};
 use jobhost_sdk::QueueConfig;
 
 use crate::Sizes;
@@ -259,10 +259,21 @@ pub(crate) async fn through_host(
     queue: &str,
     jobs: usize,
 ) -> anyhow::Result<Drained> {
+    through_host_with(backend, unit, queue, jobs, WorkerConfig::default()).await
+}
+
+/// [`through_host`], the worker run with `config`.
+pub(crate) async fn through_host_with(
+    backend: &Arc<RabbitMqBackend>,
+    unit: Unit,
+    queue: &str,
+    jobs: usize,
+    config: WorkerConfig,
+) -> anyhow::Result<Drained> {
     let plugins = Plugins::new();
     plugins.install(unit)?;
-    let running =
-        DrainingWorker::start(backend, plugins, (0..jobs).map(|_| noop_envelope(queue))).await?;
+    let envelopes = (0..jobs).map(|_| noop_envelope(queue));
+    let running = DrainingWorker::start(backend, plugins, envelopes, config).await?;
     let drained = running.meter.wait_for_acks(jobs as u64, DEADLINE).await;
     let spent = running.started.read()?;
     let meter = running.meter.clone();

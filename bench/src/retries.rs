@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use jobhost::broker::{Backend, RabbitMqBackend};
 use jobhost::envelope::Envelope;
 use jobhost::plugin::EngineConfig;
-use jobhost::worker::Plugins;
+use jobhost::worker::{Plugins, WorkerConfig};
 use lapin::Connection;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -145,8 +145,13 @@ async fn through_host(
         &plugin,
         single_job(plugin.manifest(), JOB, queue, prefetch),
     ))?;
-    let running =
-        DrainingWorker::start(backend, plugins, (0..jobs).map(|_| flaky_envelope(queue))).await?;
+    let running = DrainingWorker::start(
+        backend,
+        plugins,
+        (0..jobs).map(|_| flaky_envelope(queue)),
+        WorkerConfig::default(),
+    )
+    .await?;
     // Each job is acked twice: once when its retry is published, once when it succeeds.
     let drained = running.meter.wait_for_acks(2 * jobs as u64, DEADLINE);
     let (drained, peak_held) = with_peak(connection, queue, drained).await;

@@ -87,6 +87,10 @@ pub struct QueueActivity {
     /// Cancelled by an operator (and so in the dead-letter queue too).
     #[serde(default)]
     pub cancelled: u64,
+    /// Held back by a concurrency cap, each wait counted (a host of an older version
+    /// leaves it out).
+    #[serde(default)]
+    pub throttled: u64,
 }
 
 #[derive(Debug, Default)]
@@ -98,6 +102,7 @@ struct QueueCounters {
     expired: AtomicU64,
     dead_lettered: AtomicU64,
     cancelled: AtomicU64,
+    throttled: AtomicU64,
 }
 
 /// Keeps a delivery counted as in flight on its queue until dropped.
@@ -146,6 +151,7 @@ impl Activity {
                 expired: read(&q.expired),
                 dead_lettered: read(&q.dead_lettered),
                 cancelled: read(&q.cancelled),
+                throttled: read(&q.throttled),
             }
         })
     }
@@ -194,6 +200,7 @@ impl Observer for Activity {
             Settled::Expired(_) => &counters.expired,
             Settled::DeadLettered(_) => &counters.dead_lettered,
             Settled::Cancelled(_) => &counters.cancelled,
+            Settled::Throttled(_) => &counters.throttled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         let reason = match (job.settled, job.failure) {
@@ -294,6 +301,7 @@ mod tests {
             Settled::Completed,
             Settled::Expired(expired.clone()),
             Settled::DeadLettered(crate::job::DeadCause::Malformed),
+            Settled::Throttled(crate::job::Throttle::Concurrency),
         ] {
             activity.settled(&SettledJob {
                 queue: &queue,
@@ -307,6 +315,7 @@ mod tests {
         let counts = activity.queue("q");
         assert_eq!((counts.in_flight, counts.completed), (1, 1));
         assert_eq!((counts.expired, counts.dead_lettered), (1, 1));
+        assert_eq!(counts.throttled, 1);
         let failures = activity.failures();
         assert_eq!(
             (failures[1].outcome.as_str(), failures[1].reason.clone()),

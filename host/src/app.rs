@@ -14,7 +14,8 @@
 //!   the loader (plugin loads) and the engine (pool use) count into as well.
 //! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
 //!   refused file stops the start) and then watched with the plugins; the admin API shows
-//!   the grants in force. Its secrets may not name [`HostConfig::host_secrets`].
+//!   the grants in force. Its secrets may not name [`HostConfig::host_secrets`]. The
+//!   worker applies the concurrency caps of the grants in force ([`WorkerConfig::caps`]).
 //! - Every file is read off the async runtime and as untrusted ([`crate::files`]): a FIFO
 //!   or a file over its cap is refused at once, and shutdown never waits for a read.
 //! - The worker and the admin API share one [`Fleet`] that follows the backend's operator
@@ -218,10 +219,13 @@ async fn serve<B: AdminBackend>(
     let (backend, plugins) = (state.backend.clone(), state.plugins.clone());
     let (fleet, control, stop) = (state.fleet.clone(), backend.clone(), shutdown.clone());
     tasks.spawn(async move { fleet.follow(&control, stop).await });
+    // The caps follow the grants file the loader reloads.
+    let worker = WorkerConfig {
+        caps: state.grants.clone(),
+        ..config.worker
+    };
     tasks.spawn(admin::serve(admin, state, shutdown.clone()));
-    Worker::new(backend, plugins, config.worker)
-        .run(shutdown)
-        .await;
+    Worker::new(backend, plugins, worker).run(shutdown).await;
     while tasks.join_next().await.is_some() {}
     info!("host stopped");
 }

@@ -8,7 +8,8 @@
 //!
 //! | name | type | labels |
 //! |---|---|---|
-//! | `jobhost_jobs_total` | counter | `queue`, `job_type`, `outcome` (`completed`, `retried`, `deferred`, `expired`, `dead_lettered`, `cancelled`) |
+//! | `jobhost_jobs_total` | counter | `queue`, `job_type`, `outcome` (`completed`, `retried`, `deferred`, `expired`, `dead_lettered`, `cancelled`, `throttled`) |
+//! | `jobhost_jobs_throttled_total` | counter | `queue`, `reason` (`concurrency`): jobs held back by a fleet-wide limit, which wait in a hold queue without spending an attempt |
 //! | `jobhost_dead_letters_total` | counter | `queue`, `cause` (see [`DeadCause::label`](crate::job::DeadCause::label)); expired and cancelled jobs are not counted here, though their messages go to the dead-letter queue too |
 //! | `jobhost_job_duration_seconds` | histogram | `job_type`: the handler's run time |
 //! | `jobhost_delivery_duration_seconds` | histogram | `job_type`: a whole delivery, from its pull to its settlement |
@@ -82,6 +83,7 @@ struct Inner {
     other: Arc<str>,
     jobs: Family<JobLabels, Counter>,
     dead_letters: Family<DeadLetterLabels, Counter>,
+    throttled: Family<ThrottleLabels, Counter>,
     job_duration: Family<JobTypeLabels, Histogram, fn() -> Histogram>,
     delivery_duration: Family<JobTypeLabels, Histogram, fn() -> Histogram>,
     in_flight: Gauge,
@@ -104,6 +106,7 @@ impl Default for Inner {
             other: OTHER_JOB_TYPE.into(),
             jobs: Family::default(),
             dead_letters: Family::default(),
+            throttled: Family::default(),
             job_duration: Family::new_with_constructor(duration_histogram),
             delivery_duration: Family::new_with_constructor(duration_histogram),
             in_flight: Gauge::default(),
@@ -134,6 +137,7 @@ impl Inner {
         register! {
             jobs: "jobhost_jobs", "Jobs settled, by queue, job type and outcome";
             dead_letters: "jobhost_dead_letters", "Messages dead-lettered, by queue and cause";
+            throttled: "jobhost_jobs_throttled", "Jobs held back by a fleet-wide limit without spending an attempt, by queue and reason";
             job_duration: "jobhost_job_duration_seconds", "How long handlers ran, by job type";
             delivery_duration: "jobhost_delivery_duration_seconds", "How long whole deliveries took, from pull to settlement, by job type";
             in_flight: "jobhost_jobs_in_flight", "Deliveries being run or settled now";
@@ -343,6 +347,13 @@ struct DeadLetterLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ThrottleLabels {
+    queue: Arc<str>,
+    /// [`Throttle::label`](crate::job::Throttle::label).
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct JobTypeLabels {
     job_type: Arc<str>,
 }
@@ -383,6 +394,13 @@ impl Observer for Metrics {
                 cause: cause.label(),
             };
             self.inner.dead_letters.get_or_create(&labels).inc();
+        }
+        if let Some(throttle) = job.settled.throttle() {
+            let labels = ThrottleLabels {
+                queue: job.queue.clone(),
+                reason: throttle.label(),
+            };
+            self.inner.throttled.get_or_create(&labels).inc();
         }
     }
 }
@@ -431,7 +449,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{DeadCause, Settled};
+    use crate::job::{DeadCause, Settled, Throttle};
 
     #[test]
     fn a_scrape_names_every_family_with_its_labels() {
@@ -449,6 +467,14 @@ mod tests {
             failure: None,
             elapsed: Duration::from_millis(3),
         });
+        metrics.settled(&SettledJob {
+            queue: &job.queue,
+            series_job_type: &job.job_type,
+            job: None,
+            settled: &Settled::Throttled(Throttle::Concurrency),
+            failure: None,
+            elapsed: Duration::from_millis(1),
+        });
         metrics.publish_failed(&queue, true);
         metrics.plugin_changed(&PluginChange::Refused {
             cause: "bad".into(),
@@ -459,7 +485,9 @@ mod tests {
         for line in [
             r#"jobhost_jobs_total{queue="q",job_type="t",outcome="dead_lettered"} 1"#,
             r#"jobhost_dead_letters_total{queue="q",cause="fatal"} 1"#,
-            r#"jobhost_delivery_duration_seconds_count{job_type="t"} 1"#,
+            r#"jobhost_jobs_total{queue="q",job_type="t",outcome="throttled"} 1"#,
+            r#"jobhost_jobs_throttled_total{queue="q",reason="concurrency"} 1"#,
+            r#"jobhost_delivery_duration_seconds_count{job_type="t"} 2"#,
             r#"jobhost_publish_failures_total{queue="q",kind="permanent"} 1"#,
             r#"jobhost_plugin_loads_total{outcome="refused"} 1"#,
             "jobhost_jobs_in_flight 1",

@@ -85,12 +85,22 @@ impl PluginView {
             name: unit.name().to_owned(),
             version: unit.version().to_owned(),
             file: unit.key().to_owned(),
-            queues: manifest.queues.iter().map(QueueView::from).collect(),
+            queues: manifest
+                .queues
+                .iter()
+                .map(|queue| QueueView {
+                    concurrency: CapView::of_queue(grants, &queue.name),
+                    ..QueueView::from(queue)
+                })
+                .collect(),
             jobs: manifest
                 .jobs
                 .iter()
                 .filter_map(|job| registry.route(&job.name))
-                .map(|route| JobView::of(route))
+                .map(|route| JobView {
+                    concurrency: CapView::of_job(grants, &route.job.name),
+                    ..JobView::of(route)
+                })
                 .collect(),
         }
     }
@@ -109,6 +119,9 @@ pub struct JobView {
     pub policy: PolicyView,
     /// The job's own timeout, when it sets one.
     pub timeout_ms: Option<u64>,
+    /// Its per-key concurrency cap, when the grants file sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<CapView>,
 }
 
 impl JobView {
@@ -119,6 +132,46 @@ impl JobView {
             source: PolicySource::of(&route.job, &route.queue),
             policy: PolicyView::from(route.policy()),
             timeout_ms: route.job.timeout.map(millis),
+            concurrency: None,
+        }
+    }
+}
+
+/// A fleet-wide concurrency cap in force (see docs/flow-control.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapView {
+    /// Jobs running at once across the fleet: of the queue, or of one key.
+    pub limit: u32,
+    /// The payload field whose value is the key, for a per-key cap.
+    pub key: Option<String>,
+    /// Where it is set: the grants file's section, e.g. `[queues."emails"] in jobhost.toml`.
+    pub from: String,
+}
+
+impl CapView {
+    /// The cap of `queue` in `grants`, if any.
+    fn of_queue(grants: &Grants, queue: &str) -> Option<Self> {
+        grants.caps().queue(queue).map(|limit| Self {
+            limit,
+            key: None,
+            from: format!("[queues.{queue:?}] in {}", grants.shown_file()),
+        })
+    }
+
+    /// The per-key cap of `job_type` in `grants`, if any.
+    fn of_job(grants: &Grants, job_type: &str) -> Option<Self> {
+        grants.caps().job(job_type).map(|cap| Self {
+            limit: cap.limit,
+            key: Some(cap.key.clone()),
+            from: format!("[jobs.{job_type:?}] in {}", grants.shown_file()),
+        })
+    }
+
+    /// How a person reads it: `4 at once` or `2 at once per customer_id`.
+    pub fn describe(&self) -> String {
+        match &self.key {
+            Some(key) => format!("{} at once per {key}", self.limit),
+            None => format!("{} at once", self.limit),
         }
     }
 }
@@ -176,6 +229,9 @@ pub struct QueueView {
     pub retry: PolicyView,
     /// An attempt's timeout, unless the job sets one.
     pub timeout_ms: Option<u64>,
+    /// Its concurrency cap, when the grants file sets one (`GET /plugins` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<CapView>,
 }
 
 impl From<&QueueConfig> for QueueView {
@@ -189,6 +245,7 @@ impl From<&QueueConfig> for QueueView {
             message_ttl_ms: queue.message_ttl.map(millis),
             retry: PolicyView::from(&queue.retry),
             timeout_ms: queue.timeout.map(millis),
+            concurrency: None,
         }
     }
 }
@@ -313,18 +370,26 @@ pub struct PolicyReport {
     pub policy: PolicyView,
     /// The computed wait (before jitter) after each failed attempt.
     pub schedule: Vec<ScheduleRow>,
+    /// The job type's per-key concurrency cap, when the grants file sets one (its queue's
+    /// is `queue.concurrency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<CapView>,
 }
 
 impl PolicyReport {
-    /// The report for `route`.
-    pub fn of(route: &Route) -> Self {
+    /// The report for `route`, with the caps of `grants`.
+    pub fn of(route: &Route, grants: &Grants) -> Self {
         Self {
             job_type: route.job.name.clone(),
             plugin: route.plugin.to_string(),
-            queue: QueueView::from(&route.queue),
+            queue: QueueView {
+                concurrency: CapView::of_queue(grants, &route.queue.name),
+                ..QueueView::from(&route.queue)
+            },
             source: PolicySource::of(&route.job, &route.queue),
             policy: PolicyView::from(route.policy()),
             schedule: schedule(&route.policy().backoff),
+            concurrency: CapView::of_job(grants, &route.job.name),
         }
     }
 }

@@ -163,7 +163,7 @@ async fn policy<B: AdminBackend>(
     let route = registry
         .route(&job_type)
         .ok_or_else(|| no_handler(&job_type))?;
-    Ok(Json(PolicyReport::of(route)))
+    Ok(Json(PolicyReport::of(route, &state.grants.current())))
 }
 
 async fn enqueue_job<B: AdminBackend>(

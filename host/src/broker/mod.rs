@@ -13,14 +13,17 @@
 //!   (publisher confirm); a refused or unroutable publish is an error, never a silent loss;
 //! - a [`Delivery`] is settled exactly once, by value: acked, or requeued for redelivery;
 //! - retries, deferrals and dead letters are publish-then-ack, composed by the worker, so
-//!   a failed publish leaves the original to be redelivered.
+//!   a failed publish leaves the original to be redelivered;
 //! - a unique lock ([`UniqueLock`]) is held by at most one job at a time, and ends by
-//!   itself `for` after it was taken, whatever its holder does.
+//!   itself `for` after it was taken, whatever its holder does;
+//! - a concurrency cap's [`Permits`] are shared by every host on the broker: at most
+//!   `limit` leases are held at once, and a host's leases end with it.
 
 mod control;
 mod dead;
 mod hold;
 mod memory;
+mod permits;
 mod rabbitmq;
 mod unique;
 
@@ -47,10 +50,12 @@ pub use hold::{
 };
 pub use memory::{
     DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery, MemoryFollower,
+    MemoryLease,
 };
+pub use permits::Permits;
 pub use rabbitmq::{
-    RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower, RabbitMqOptions,
-    ReconnectBackoff,
+    RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower, RabbitMqLease,
+    RabbitMqOptions, ReconnectBackoff,
 };
 pub use unique::{Taken, UNIQUE_FOR_MAX, UNIQUE_KEY_MAX, UniqueLock};
 
@@ -58,6 +63,10 @@ pub use unique::{Taken, UNIQUE_FOR_MAX, UNIQUE_KEY_MAX, UniqueLock};
 pub trait Backend: Send + Sync + 'static {
     /// A stream of deliveries from one work queue.
     type Consumer: Consumer;
+
+    /// One permit of a concurrency cap, held until dropped; it dies with the host, because
+    /// the broker takes back what a closed connection held.
+    type Lease: Send + Sync + 'static;
 
     /// Declare the work queue and its dead-letter queue (idempotent). Hold queues are
     /// declared on demand by publishes with a delay.
@@ -108,6 +117,13 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (lock, job_id);
         std::future::ready(Ok(()))
     }
+
+    /// Take one of `permits` without waiting: `None` when all of them are held, fleet-wide
+    /// (see docs/flow-control.md for what holds across host kills and broker restarts).
+    fn take_permit(
+        &self,
+        permits: &Permits,
+    ) -> impl Future<Output = Result<Option<Self::Lease>, BrokerError>> + Send;
 
     /// How long a queue's jobs may keep a thread busy, on average, and still start inside
     /// its consume loop instead of a task of their own; `None` gives every job a task.
@@ -293,6 +309,7 @@ impl BrokerError {
 /// A shared backend, so a worker and a producer can publish through one connection.
 impl<B: Backend> Backend for std::sync::Arc<B> {
     type Consumer = B::Consumer;
+    type Lease = B::Lease;
 
     fn declare(&self, queue: &QueueConfig) -> impl Future<Output = Result<(), BrokerError>> + Send {
         (**self).declare(queue)
@@ -334,6 +351,13 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         job_id: Uuid,
     ) -> impl Future<Output = Result<(), BrokerError>> + Send {
         (**self).release_unique(lock, job_id)
+    }
+
+    fn take_permit(
+        &self,
+        permits: &Permits,
+    ) -> impl Future<Output = Result<Option<Self::Lease>, BrokerError>> + Send {
+        (**self).take_permit(permits)
     }
 
     fn inline_limit(&self) -> Option<Duration> {

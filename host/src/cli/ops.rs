@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use jobhost::admin::api::{
-    BackoffView, BindingView, DeadLetterList, EnqueueRequest, GrantsView, PluginView, PolicyReport,
-    PolicyView, PurgeReport, UniqueRequest, millis,
+    BackoffView, BindingView, CapView, DeadLetterList, EnqueueRequest, GrantsView, PluginView,
+    PolicyReport, PolicyView, PurgeReport, UniqueRequest, millis,
 };
 use jobhost::admin::{self, AdminClient};
 use jobhost::broker::{DeadLetters, RabbitMqBackend, RabbitMqOptions};
@@ -151,6 +151,7 @@ fn print_plugin(plugin: &PluginView) {
                 q.max_priority.to_string(),
                 q.timeout_ms.map_or_else(|| "-".to_owned(), duration),
                 describe(&q.retry),
+                concurrency(q.concurrency.as_ref()),
             ]
         })
         .collect();
@@ -163,7 +164,8 @@ fn print_plugin(plugin: &PluginView) {
                 "Prefetch",
                 "Max priority",
                 "Timeout",
-                "Retry"
+                "Retry",
+                "Concurrency"
             ],
             &queues
         )
@@ -177,17 +179,35 @@ fn print_plugin(plugin: &PluginView) {
                 j.queue.clone(),
                 describe(&j.policy),
                 format!("{:?}", j.source).to_lowercase(),
+                concurrency(j.concurrency.as_ref()),
             ]
         })
         .collect();
     println!(
         "{}",
-        render(&["Job type", "Queue", "Effective policy", "From"], &jobs)
+        render(
+            &[
+                "Job type",
+                "Queue",
+                "Effective policy",
+                "From",
+                "Concurrency"
+            ],
+            &jobs
+        )
     );
     if let Some(binding) = &plugin.binding {
         println!("{}", bound(binding));
     }
     println!("{}\n", grants(plugin.grants.as_ref()));
+}
+
+/// A fleet-wide concurrency cap and where it is set, or `-`.
+fn concurrency(cap: Option<&CapView>) -> String {
+    cap.map_or_else(
+        || "-".to_owned(),
+        |cap| format!("{} ({})", cap.describe(), cap.from),
+    )
 }
 
 /// Which section of the grants file a plugin's file binds it to, and its pin.
@@ -290,6 +310,12 @@ fn print_policy(report: &PolicyReport) {
         describe(&report.policy),
         report.source.describe()
     );
+    for cap in [&report.concurrency, &report.queue.concurrency]
+        .into_iter()
+        .flatten()
+    {
+        println!("concurrency: {}", concurrency(Some(cap)));
+    }
     let rows: Vec<Vec<String>> = report
         .schedule
         .iter()

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use tokio::sync::Semaphore;
 use toml::Spanned;
 
+use super::caps;
 use super::origin::OriginPattern;
 use super::secret::{HostSecrets, Secret, SecretSource};
 use super::slots::RequestSlots;
@@ -26,6 +27,10 @@ struct Document {
     outbound: OutboundSection,
     #[serde(default)]
     plugins: BTreeMap<String, PluginSection>,
+    #[serde(default)]
+    queues: BTreeMap<Spanned<String>, caps::QueueSection>,
+    #[serde(default)]
+    jobs: BTreeMap<Spanned<String>, caps::JobSection>,
 }
 
 #[derive(Default, Deserialize)]
@@ -57,7 +62,7 @@ struct SecretEntry {
 }
 
 /// Reports errors with the line of a span of the file's text.
-struct Lines<'a> {
+pub(super) struct Lines<'a> {
     file: &'a Path,
     text: &'a str,
     /// What no secret may be read from.
@@ -65,7 +70,11 @@ struct Lines<'a> {
 }
 
 impl Lines<'_> {
-    fn error(&self, span: std::ops::Range<usize>, reason: impl Into<String>) -> GrantsError {
+    pub(super) fn error(
+        &self,
+        span: std::ops::Range<usize>,
+        reason: impl Into<String>,
+    ) -> GrantsError {
         let start = span.start.min(self.text.len());
         GrantsError::Invalid {
             file: self.file.to_owned(),
@@ -99,10 +108,12 @@ pub(super) fn parse(
         let grants = plugin(&lines, &name, section)?;
         plugins.insert(name, Arc::new(grants));
     }
+    let caps = caps::parse(&lines, document.queues, document.jobs)?;
     Ok(Grants {
         file: file.to_owned(),
         plugins,
         outbound,
+        caps,
     })
 }
 

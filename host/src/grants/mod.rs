@@ -1,5 +1,6 @@
 //! What the operator grants each plugin beyond the sandbox: outbound HTTP to listed
-//! origins, configuration values and secrets, from one file, `jobhost.toml`.
+//! origins, configuration values and secrets, from one file, `jobhost.toml`; and the
+//! concurrency caps the operator sets on queues and job types there ([`Caps`]).
 //!
 //! # Contract
 //! - Deny by default: no file, or no `[plugins.NAME]` section for a plugin, grants that
@@ -47,9 +48,15 @@
 //! endpoint = "http://127.0.0.1:7879/hook"
 //! [plugins.webhook.secrets]
 //! signing_key = { env = "WEBHOOK_SIGNING_KEY" }   # or { file = "secrets/webhook.key" }
+//!
+//! [queues."emails"]                # fleet-wide caps, see `caps`
+//! concurrency = 4
+//! [jobs."email.Send"]
+//! concurrency = { key = "customer_id", limit = 2 }
 //! ```
 
 pub mod address;
+mod caps;
 mod file;
 mod origin;
 mod secret;
@@ -65,6 +72,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::text::{self, NAME_MAX};
 
+pub use caps::{CapKey, Caps, KEY_NAME_MAX, KeyCap, MAX_CONCURRENCY};
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
 pub use secret::{HostSecrets, Secret, SecretSource};
 pub use slots::{RequestPermit, RequestSlots};
@@ -307,6 +315,7 @@ pub struct Grants {
     file: PathBuf,
     plugins: BTreeMap<String, Arc<PluginGrants>>,
     outbound: OutboundTrust,
+    caps: Caps,
 }
 
 impl Grants {
@@ -316,6 +325,7 @@ impl Grants {
             file: file.into(),
             plugins: BTreeMap::new(),
             outbound: OutboundTrust::default(),
+            caps: Caps::default(),
         }
     }
 
@@ -350,6 +360,11 @@ impl Grants {
         self.plugins
             .iter()
             .map(|(name, grants)| (name.as_str(), grants))
+    }
+
+    /// The concurrency caps of the `[queues]` and `[jobs]` sections.
+    pub fn caps(&self) -> &Caps {
+        &self.caps
     }
 
     /// What `https://` requests of every plugin trust.

@@ -4,8 +4,8 @@
 //! - [`Manifest`], [`JobSpec`], [`ManifestError`]: what a plugin serves, and why a manifest
 //!   is refused.
 //! - [`Invocation`], [`Outcome`], [`FollowUp`]: one delivery to run, and what became of it.
-//! - [`Settled`], [`DeadCause`], [`SettledJob`], [`Observer`]: how a delivery was settled, the
-//!   one event its observers read.
+//! - [`Settled`], [`DeadCause`], [`Throttle`], [`SettledJob`], [`Observer`]: how a delivery
+//!   was settled, the one event its observers read.
 //! - [`PluginChange`]: what a load of one plugin file did.
 //! - [`Deadline`], [`Expired`], [`Start`]: when a job expires, and a start that would come
 //!   after it.
@@ -28,4 +28,4 @@ pub use invocation::{FollowUp, Invocation, Outcome};
 pub use manifest::{JobSpec, Manifest, ManifestError};
 pub use operator::{Cancellation, OPERATOR_MAX, Operator, Utc};
 pub use plugin_change::PluginChange;
-pub use settled::{DeadCause, Delayed, JobRef, Observer, Settled, SettledJob};
+pub use settled::{DeadCause, Delayed, JobRef, Observer, Settled, SettledJob, Throttle};

@@ -15,9 +15,10 @@
 //!
 //! # Contract
 //! - [`Settled`] is the whole story of a settlement: completed, retried, deferred, expired
-//!   (see [`Expired`]), dead-lettered with a [`DeadCause`], or cancelled by an operator (its
-//!   message in the dead-letter queue too, with who and when). Observers match on it; a new
-//!   variant is a compile error in each of them until it is mapped.
+//!   (see [`Expired`]), throttled by a [`Throttle`], dead-lettered with a [`DeadCause`], or
+//!   cancelled by an operator (its message in the dead-letter queue too, with who and when).
+//!   Observers match on it; a new variant is a compile error in each of them until it is
+//!   mapped.
 //! - An expired job goes to the dead-letter queue too, where an operator looks, but it is
 //!   not a failure: it counts as `expired`, not under `jobhost_dead_letters_total`.
 //! - A dead letter's reason (the `x-death-reason` header, the log line, the dashboard) is
@@ -89,6 +90,26 @@ pub enum Settled {
     /// An operator cancelled the job: it did not run, or its attempt was interrupted, and
     /// its message is in the dead-letter queue with the [`Cancellation`] as its reason.
     Cancelled(Cancellation),
+    /// The job did not run, held back by a limit of the fleet: it waits in a hold queue
+    /// without spending an attempt.
+    Throttled(Throttle),
+}
+
+/// Which limit held a job back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Throttle {
+    /// Its queue's or its key's concurrency cap had no permit free.
+    Concurrency,
+}
+
+impl Throttle {
+    /// The `reason` label of `jobhost_jobs_throttled_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Concurrency => "concurrency",
+        }
+    }
 }
 
 impl Settled {
@@ -101,6 +122,20 @@ impl Settled {
             Self::Expired(_) => "expired",
             Self::DeadLettered(_) => "dead_lettered",
             Self::Cancelled(_) => "cancelled",
+            Self::Throttled(_) => "throttled",
+        }
+    }
+
+    /// The limit, when the job was throttled.
+    pub fn throttle(&self) -> Option<Throttle> {
+        match self {
+            Self::Throttled(throttle) => Some(*throttle),
+            Self::Completed
+            | Self::Retried
+            | Self::Deferred
+            | Self::Expired(_)
+            | Self::DeadLettered(_)
+            | Self::Cancelled(_) => None,
         }
     }
 
@@ -112,7 +147,8 @@ impl Settled {
             | Self::Retried
             | Self::Deferred
             | Self::Expired(_)
-            | Self::Cancelled(_) => None,
+            | Self::Cancelled(_)
+            | Self::Throttled(_) => None,
         }
     }
 }

@@ -53,6 +53,12 @@ impl Granularity {
         self.0
     }
 
+    /// The shortest hold: one step (at most [`MAX_HOLD_DELAY`]), what a job held back by a
+    /// cap waits before it is delivered again.
+    pub fn one_step(self) -> HoldDelay {
+        HoldDelay(self.0.min(MAX_HOLD_DELAY))
+    }
+
     /// The hold for `delay`: rounded up to a whole number of steps, and at least one step,
     /// so that even an immediate retry goes through a hold queue instead of spinning on the
     /// work queue; capped at [`MAX_HOLD_DELAY`], so rounding never turns a delay that fits

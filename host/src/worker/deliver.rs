@@ -11,6 +11,9 @@
 //!    of *now*; none is dead-lettered as ``no handler for job type `X` ``.
 //! 3. Resolve the effective policy and timeout now. A job an operator cancelled is
 //!    settled as cancelled here, without running (see [`fleet`](super::fleet)).
+//!    3a. Take a permit of each concurrency cap of the job ([`caps`](super::caps)); a cap
+//!    without a free permit puts the job back, unchanged, for one granularity step,
+//!    without running it or spending an attempt.
 //! 4. Run the handler; a cancellation while it runs drops the attempt at once (and with
 //!    it the instance) and settles the job as cancelled, without a retry.
 //! 5. Ask [`policy::decide`](crate::policy::decide) what becomes of the attempt (ack after
@@ -51,13 +54,16 @@ use jobhost_sdk::JobError;
 use tracing::{Instrument, Span, debug_span, field, info, warn};
 
 use super::Shared;
+use super::caps::{self, Admission};
 use super::observe::Observation;
 use super::registry::{Registry, Route};
 use super::settle::{DeliveryOf, Settlement, Settling};
 use super::unsettled::{MessageKey, Unsettled};
 use crate::broker::{Backend, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{DeadCause, Delayed, FollowUp, Invocation, Outcome, Start, now_ms, now_plus};
+use crate::job::{
+    DeadCause, Delayed, FollowUp, Invocation, Outcome, Start, Throttle, now_ms, now_plus,
+};
 use crate::policy::{Decision, DelayTooLong, HoldDelay, decide, effective_timeout};
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::{DeliveryTrace, JobTrace, TraceId};
@@ -172,9 +178,20 @@ async fn run<B: Backend>(
         Err(cancellation) => return Settlement::cancelled(cancellation, envelope.attempt),
     };
     span.record("plugin", &*route.plugin);
+    let leases = match caps::admit(shared, &route, envelope).await {
+        Admission::Admitted(leases) => leases,
+        Admission::Throttled => {
+            return Settlement::Throttled {
+                next: envelope.clone().routed_to(&route.queue.name),
+                delay: shared.config.retry_granularity.one_step(),
+                throttle: Throttle::Concurrency,
+            };
+        }
+    };
     let handled = invoke(shared, &route, envelope, trace.job);
     // Dropping the handler's future drops its instance wherever the guest is, because it
-    // yields to the runtime at every epoch tick.
+    // yields to the runtime at every epoch tick. A cancelled attempt's permits go back as
+    // `leases` drops on the way out.
     let outcome = tokio::select! {
         biased;
         cancellation = running.cancelled() => {
@@ -182,6 +199,7 @@ async fn run<B: Backend>(
         }
         outcome = seen.handler(handled) => outcome,
     };
+    drop(leases);
     let (policy, attempt) = (route.policy(), envelope.attempt);
     let granularity = shared.config.retry_granularity;
     let decision = match decide(policy, attempt, outcome, granularity) {

@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::broker::{Backend, BrokerError, DeadLetterOut, MAX_HOLD_DELAY, MemoryBackend};
+use crate::broker::{
+    Backend, BrokerError, DeadLetterOut, MAX_HOLD_DELAY, MemoryBackend, MemoryLease, Permits,
+};
 use crate::envelope::Envelope;
 use crate::job::{FollowUp, Manifest, Outcome};
 use crate::metrics::Metrics;
@@ -170,6 +172,7 @@ struct Failing {
 
 impl Backend for Failing {
     type Consumer = <MemoryBackend as Backend>::Consumer;
+    type Lease = MemoryLease;
 
     async fn declare(&self, queue: &QueueConfig) -> Result<(), BrokerError> {
         self.inner.declare(queue).await
@@ -195,6 +198,10 @@ impl Backend for Failing {
 
     async fn consume(&self, queue: &QueueConfig) -> Result<Self::Consumer, BrokerError> {
         self.inner.consume(queue).await
+    }
+
+    async fn take_permit(&self, permits: &Permits) -> Result<Option<MemoryLease>, BrokerError> {
+        self.inner.take_permit(permits).await
     }
 
     fn inline_limit(&self) -> Option<Duration> {

@@ -20,6 +20,7 @@
 //! - Shutdown stops pulling, lets the jobs already pulled finish and settle within the grace
 //!   period, and then gives up on the rest, which the broker redelivers.
 
+mod caps;
 mod deliver;
 mod fleet;
 mod handler;
@@ -44,6 +45,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::broker::{Backend, BrokerError, Consumer, Delivery};
+use crate::grants::SharedGrants;
 use crate::metrics::Metrics;
 use crate::policy::{Granularity, effective_timeout};
 use inline::{BusyTime, Timed};
@@ -82,6 +84,10 @@ pub struct WorkerConfig {
     /// orders, so nothing is ever paused or cancelled); the host makes one that follows
     /// its backend's orders and shares it with the admin API.
     pub fleet: Fleet,
+    /// The grants file in force, whose `[queues]` and `[jobs]` concurrency caps hold
+    /// fleet-wide (default: no grants, so no caps). The host shares the engine's, so a
+    /// reload of the file changes the caps for the jobs that start after it.
+    pub caps: SharedGrants,
 }
 
 impl WorkerConfig {
@@ -109,6 +115,7 @@ impl Default for WorkerConfig {
             broker_consumer_timeout: Duration::from_secs(30 * 60),
             metrics: Metrics::default(),
             fleet: Fleet::default(),
+            caps: SharedGrants::default(),
         }
     }
 }
@@ -448,6 +455,8 @@ impl<B: Backend> ConsumeLoop<B> {
     }
 }
 
+#[cfg(test)]
+mod caps_tests;
 #[cfg(test)]
 mod ending_tests;
 #[cfg(test)]

@@ -55,7 +55,7 @@ impl<'a> Observation<'a> {
 
     /// The delivery's job type has `route`: it counts under the route's job type from now
     /// on (a loaded manifest's, so the label set stays bounded), whether its handler runs
-    /// or it expires or is cancelled first.
+    /// or it expires, is cancelled or is held back by a cap first.
     pub(super) fn counts_under(&mut self, route: &Route) {
         self.series.job_type = route.job_type.clone();
     }

@@ -22,7 +22,7 @@ use super::observe::Observation;
 use super::unsettled::MessageKey;
 use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, UniqueLock};
 use crate::envelope::Envelope;
-use crate::job::{Cancellation, DeadCause, Expired, Settled};
+use crate::job::{Cancellation, DeadCause, Expired, Settled, Throttle};
 use crate::policy::HoldDelay;
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::DeliveryTrace;
@@ -43,6 +43,12 @@ pub(super) enum Settlement {
     Defer {
         next: Envelope,
         delay: HoldDelay,
+    },
+    /// Held back by a cap (see `caps`): the job, unchanged, waits one step.
+    Throttled {
+        next: Envelope,
+        delay: HoldDelay,
+        throttle: Throttle,
     },
     DeadLetter {
         cause: DeadCause,
@@ -103,6 +109,7 @@ impl Settlement {
             Self::Retry { .. } => Settled::Retried,
             Self::Defer { .. } => Settled::Deferred,
             Self::Expire { expired, .. } => Settled::Expired(expired.clone()),
+            Self::Throttled { throttle, .. } => Settled::Throttled(*throttle),
             Self::DeadLetter { cause, .. } => Settled::DeadLettered(cause.clone()),
             Self::Cancelled { cancellation, .. } => Settled::Cancelled(cancellation.clone()),
         }
@@ -110,7 +117,10 @@ impl Settlement {
 
     /// Whether the job is done with: nothing of it waits in a hold queue.
     fn is_final(&self) -> bool {
-        !matches!(self, Self::Retry { .. } | Self::Defer { .. })
+        !matches!(
+            self,
+            Self::Retry { .. } | Self::Defer { .. } | Self::Throttled { .. }
+        )
     }
 
     /// What this settlement publishes, for a reason.
@@ -118,6 +128,7 @@ impl Settlement {
         match self {
             Self::Ack { .. } => "a follow-up job",
             Self::Defer { .. } => "deferral",
+            Self::Throttled { .. } => "a throttled job",
             Self::Retry { .. } => "retry",
             Self::DeadLetter { .. } | Self::Expire { .. } | Self::Cancelled { .. } => {
                 "the dead letter"
@@ -128,7 +139,9 @@ impl Settlement {
     /// The attempt a dead letter replacing this settlement records.
     fn attempts(&self, delivery: &impl Delivery) -> u32 {
         match self {
-            Self::Retry { next, .. } | Self::Defer { next, .. } => next.attempt,
+            Self::Retry { next, .. } | Self::Defer { next, .. } | Self::Throttled { next, .. } => {
+                next.attempt
+            }
             Self::DeadLetter { attempts, .. }
             | Self::Expire { attempts, .. }
             | Self::Cancelled { attempts, .. } => *attempts,
@@ -255,7 +268,9 @@ impl<'a, B: Backend> Settling<'a, B> {
                 }
                 Ok(())
             }
-            Settlement::Retry { next, delay } | Settlement::Defer { next, delay } => {
+            Settlement::Retry { next, delay }
+            | Settlement::Defer { next, delay }
+            | Settlement::Throttled { next, delay, .. } => {
                 backend.publish(next, Some(*delay)).await
             }
             Settlement::DeadLetter {
@@ -304,7 +319,9 @@ impl<'a, B: Backend> Settling<'a, B> {
             Settlement::Ack { follow_ups } => {
                 debug!(follow_ups = follow_ups.len(), "job completed");
             }
-            Settlement::Retry { .. } | Settlement::Defer { .. } => debug!("job republished"),
+            Settlement::Retry { .. } | Settlement::Defer { .. } | Settlement::Throttled { .. } => {
+                debug!("job republished")
+            }
             Settlement::DeadLetter { reason, .. } => match job {
                 Some(job) => ended!(warn, job, reason, "job dead-lettered"),
                 None => warn!(%queue, %trace_id, %reason, "message dead-lettered"),

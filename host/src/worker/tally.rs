@@ -26,6 +26,7 @@ pub(super) struct Tally {
     expired: AtomicU64,
     dead_lettered: AtomicU64,
     cancelled: AtomicU64,
+    throttled: AtomicU64,
 }
 
 /// One period's counts.
@@ -37,6 +38,7 @@ pub(super) struct Counts {
     pub(super) expired: u64,
     pub(super) dead_lettered: u64,
     pub(super) cancelled: u64,
+    pub(super) throttled: u64,
 }
 
 impl Observer for Tally {
@@ -48,6 +50,7 @@ impl Observer for Tally {
             Settled::Expired(_) => &self.expired,
             Settled::DeadLettered(_) => &self.dead_lettered,
             Settled::Cancelled(_) => &self.cancelled,
+            Settled::Throttled(_) => &self.throttled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -63,6 +66,7 @@ impl Tally {
             expired: self.expired.swap(0, Ordering::Relaxed),
             dead_lettered: self.dead_lettered.swap(0, Ordering::Relaxed),
             cancelled: self.cancelled.swap(0, Ordering::Relaxed),
+            throttled: self.throttled.swap(0, Ordering::Relaxed),
         }
     }
 
@@ -85,6 +89,7 @@ impl Tally {
                     expired = counts.expired,
                     dead_lettered = counts.dead_lettered,
                     cancelled = counts.cancelled,
+                    throttled = counts.throttled,
                     "jobs settled since the last summary"
                 );
             }
@@ -101,7 +106,7 @@ mod tests {
 
     use std::sync::Arc;
 
-    use crate::job::{Cancellation, DeadCause, Deadline, Operator, Start};
+    use crate::job::{Cancellation, DeadCause, Deadline, Operator, Start, Throttle};
 
     #[test]
     fn each_settlement_is_counted_once_and_a_summary_starts_the_count_over() {
@@ -122,6 +127,7 @@ mod tests {
                 by: Operator::new("alice@host").expect("an operator"),
                 at_ms: 0,
             }),
+            Settled::Throttled(Throttle::Concurrency),
         ] {
             tally.settled(&SettledJob {
                 queue: &queue,
@@ -141,6 +147,7 @@ mod tests {
                 expired: 1,
                 dead_lettered: 1,
                 cancelled: 1,
+                throttled: 1,
             }
         );
         assert_eq!(tally.take(), Counts::default());

@@ -147,7 +147,10 @@ pub(super) fn overview(
             }
         })
         .collect();
-    let mut jobs: Vec<PolicyReport> = registry.routes().map(PolicyReport::of).collect();
+    let mut jobs: Vec<PolicyReport> = registry
+        .routes()
+        .map(|route| PolicyReport::of(route, grants))
+        .collect();
     jobs.sort_by(|a, b| a.job_type.cmp(&b.job_type));
     Overview {
         at_ms: now_ms(),

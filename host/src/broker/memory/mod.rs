@@ -1,7 +1,8 @@
 //! The embedded in-process backend: RabbitMQ's semantics without a broker.
 //!
 //! Work queues order by priority then arrival; hold queues are timers on tokio's clock
-//! (so tests under `start_paused` run in milliseconds); dead letters keep their reason.
+//! (so tests under `start_paused` run in milliseconds); dead letters keep their reason; a
+//! concurrency cap's permit queue is a count of the permits held (`permits`).
 //! Nothing survives the process. Inspection methods (`pending`, `acked`, `deferred`,
 //! `dead_letters`, `hold_queues`) exist so tests can assert what the broker would hold.
 //!
@@ -13,6 +14,7 @@
 //! Operator orders (pause, resume, cancel) are kept in memory too (`control`).
 
 mod control;
+mod permits;
 mod state;
 mod unique;
 
@@ -30,15 +32,17 @@ use super::dead::{
 };
 use super::hold::{HoldQueue, check_queue_name};
 use super::{
-    Backend, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters, Delivery,
+    Backend, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters, Delivery, Permits,
     QueueDepth, Replayed, Taken, UniqueLock,
 };
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
 use crate::trace::{TRACEPARENT, TRACESTATE, TraceContext};
+use permits::PermitTable;
 use state::{Message, State};
 
 pub use control::MemoryFollower;
+pub use permits::MemoryLease;
 pub use state::{DeadLetter, HeldMessage};
 
 /// The in-process backend. Clones share the same queues.
@@ -46,6 +50,7 @@ pub use state::{DeadLetter, HeldMessage};
 pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
     orders: Arc<control::Orders>,
+    permits: PermitTable,
 }
 
 impl MemoryBackend {
@@ -62,6 +67,7 @@ impl MemoryBackend {
         Self {
             state: Arc::new(Mutex::new(State::unrecorded())),
             orders: Arc::default(),
+            permits: PermitTable::default(),
         }
     }
 
@@ -71,6 +77,11 @@ impl MemoryBackend {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many permits of `permits` are held now.
+    pub fn permits_held(&self, permits: &Permits) -> u32 {
+        self.permits.held(permits)
     }
 
     /// Envelopes ready on `queue`, in the order they would be delivered.
@@ -188,6 +199,7 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     type Consumer = MemoryConsumer;
+    type Lease = MemoryLease;
 
     async fn declare(&self, queue: &QueueConfig) -> Result<(), BrokerError> {
         check_queue_name(&queue.name)?;
@@ -251,6 +263,10 @@ impl Backend for MemoryBackend {
     async fn release_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<(), BrokerError> {
         self.lock().unique.release(lock, job_id);
         Ok(())
+    }
+
+    async fn take_permit(&self, permits: &Permits) -> Result<Option<MemoryLease>, BrokerError> {
+        Ok(self.permits.take(permits))
     }
 
     /// In memory a consumer receives deliveries as fast as any thread can run them, so

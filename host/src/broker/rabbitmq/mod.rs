@@ -43,6 +43,9 @@
 //! and a paused queue is marked by a durable queue of its own (`stream` has the contract).
 //! Unique jobs: a lock is a queue holding at most one message, the holder's job id
 //! (`unique` has the contract).
+//! Concurrency caps: a cap's permits are the messages of a permit queue, held unacked on
+//! a channel of their own while a job runs, so a host's permits end with its connection
+//! (`permits` has the contract).
 //!
 //! Credentials never reach logs or errors: the URL is shown with its password masked.
 
@@ -55,6 +58,7 @@ mod depth;
 mod link;
 mod nodes;
 mod options;
+mod permits;
 mod session;
 mod stream;
 mod sweep;
@@ -72,11 +76,13 @@ pub use consumer::{RabbitMqConsumer, RabbitMqDelivery};
 use link::Link;
 use nodes::Nodes;
 pub use options::{RabbitMqOptions, ReconnectBackoff};
+pub use permits::RabbitMqLease;
 pub use stream::RabbitMqFollower;
 
 use super::hold::check_queue_name;
 use super::{
-    Backend, BrokerError, DeadLetterOut, HoldQueue, Taken, UniqueLock, dead_letter_queue_name,
+    Backend, BrokerError, DeadLetterOut, HoldQueue, Permits, Taken, UniqueLock,
+    dead_letter_queue_name,
 };
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
@@ -180,6 +186,7 @@ impl Drop for RabbitMqBackend {
 
 impl Backend for RabbitMqBackend {
     type Consumer = RabbitMqConsumer;
+    type Lease = RabbitMqLease;
 
     async fn declare(&self, queue: &QueueConfig) -> Result<(), BrokerError> {
         check_queue_name(&queue.name)?;
@@ -256,6 +263,12 @@ impl Backend for RabbitMqBackend {
 
     async fn release_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<(), BrokerError> {
         unique::release(&self.link, lock, job_id).await
+    }
+
+    async fn take_permit(&self, permits: &Permits) -> Result<Option<RabbitMqLease>, BrokerError> {
+        self.link
+            .run(|session| async move { permits::take(&session, permits).await })
+            .await
     }
 
     fn inline_limit(&self) -> Option<Duration> {

@@ -27,6 +27,10 @@ use crate::broker::{BrokerError, HoldQueue, dead_letter_queue_name};
 /// again afterwards.
 const SPARE_CHANNELS: usize = 8;
 
+/// Idle permit channels kept for reuse: as many as a host at the default concurrency holds
+/// permits at once, so a busy capped queue does not open and close a channel per job.
+const IDLE_PERMIT_CHANNELS: usize = 64;
+
 /// How long closing waits for the broker's reply: a broker that does not answer must not
 /// keep a stopping host from exiting.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -102,6 +106,11 @@ pub(super) struct Session {
     spare: Mutex<Vec<Channel>>,
     /// When each hold queue's last declaration on this session was sent.
     holds: Mutex<HashMap<String, Instant>>,
+    /// Idle channels for taking permits: each holds nothing while here (see `permits`).
+    permit_channels: Mutex<Vec<Channel>>,
+    /// Held while this session makes a permit queue, because the broker's lock (an
+    /// exclusive queue) keeps out other connections only, not this one's other tasks.
+    pub(super) making_permits: tokio::sync::Mutex<()>,
 }
 
 impl Session {
@@ -141,6 +150,8 @@ impl Session {
             publishing: Arc::new(Semaphore::new(options.publisher_channels)),
             spare: Mutex::new(Vec::new()),
             holds: Mutex::new(HashMap::new()),
+            permit_channels: Mutex::new(Vec::new()),
+            making_permits: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -286,6 +297,28 @@ impl Session {
         Ok(())
     }
 
+    /// A channel that holds nothing, for taking a permit: an idle one, or a new one.
+    pub(super) async fn permit_channel(&self) -> Result<Channel, lapin::Error> {
+        self.idle_or_new(&self.permit_channels).await
+    }
+
+    /// Keep a channel that holds nothing any more for the next permit; past
+    /// [`IDLE_PERMIT_CHANNELS`] idle ones, dropping it closes it.
+    pub(super) fn keep_permit_channel(&self, channel: Channel) {
+        if channel.status().connected() {
+            keep(&self.permit_channels, channel, IDLE_PERMIT_CHANNELS);
+        }
+    }
+
+    /// A connected channel of `idle`, or a new one.
+    async fn idle_or_new(&self, idle: &Mutex<Vec<Channel>>) -> Result<Channel, lapin::Error> {
+        let idle = idle.lock().expect("channel list poisoned").pop();
+        match idle {
+            Some(channel) if channel.status().connected() => Ok(channel),
+            _ => self.connection.create_channel().await,
+        }
+    }
+
     /// An idle publisher channel, or a new one.
     async fn idle_publisher(&self) -> Result<Channel, lapin::Error> {
         let idle = self
@@ -308,24 +341,22 @@ impl Session {
     }
 
     async fn spare_channel(&self) -> Result<Channel, lapin::Error> {
-        let idle = self
-            .spare
-            .lock()
-            .expect("spare channel list poisoned")
-            .pop();
-        match idle {
-            Some(channel) if channel.status().connected() => Ok(channel),
-            _ => self.connection.create_channel().await,
-        }
+        self.idle_or_new(&self.spare).await
     }
 
     /// Keep a channel whose work succeeded for the next declaration; dropping the
     /// last handle of the others closes them.
     fn return_spare(&self, channel: Channel) {
-        let mut spare = self.spare.lock().expect("spare channel list poisoned");
-        if spare.len() < SPARE_CHANNELS {
-            spare.push(channel);
-        }
+        keep(&self.spare, channel, SPARE_CHANNELS);
+    }
+}
+
+/// Keep `channel` in `idle` unless `idle` holds `most` already; dropping the last handle of
+/// a channel closes it.
+fn keep(idle: &Mutex<Vec<Channel>>, channel: Channel, most: usize) {
+    let mut idle = idle.lock().expect("channel list poisoned");
+    if idle.len() < most {
+        idle.push(channel);
     }
 }
 

@@ -250,9 +250,10 @@ function renderQueues(overview) {
       numCell(a.dead_lettered),
       numCell(a.expired || 0),
       numCell(a.cancelled || 0),
+      numCell(a.throttled || 0),
       el("td", {}, sparkline(state.series.get(q.name) || [])));
   });
-  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 11, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
+  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 12, class: "muted" }, "No plugin is loaded, so no queue is consumed.")));
   replaceRows(document.querySelector("#queues tbody"), rows);
 }
 

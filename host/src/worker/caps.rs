@@ -1,0 +1,89 @@
+//! Step 3a of the per-delivery algorithm: the fleet-wide concurrency caps of the grants file
+//! in force (docs/flow-control.md).
+//!
+//! # Contract
+//! - A job runs only while it holds a permit of each cap that applies to it: its job type's
+//!   per-key cap (the key read from its payload by [`KeyCap::key_of`]), then its queue's.
+//!   The permits are held until the handler returns, and given back before the settlement
+//!   publishes, so a slow broker confirm never keeps another job waiting.
+//! - A job that finds a cap without a free permit does not run and spends no attempt: the
+//!   worker puts it, unchanged, into its queue's hold queue for one step of the retry
+//!   granularity ([`Settlement::Throttled`](super::settle::Settlement)), acks the delivery,
+//!   and pulls the next one, so a capped key never blocks the other keys behind it.
+//! - A broker that fails to answer a take throttles the job the same way (logged at warn):
+//!   a cap is never skipped because its state could not be read.
+
+use std::sync::Arc;
+
+use tracing::{debug, warn};
+
+use super::Shared;
+use super::registry::Route;
+use crate::broker::{Backend, Permits};
+use crate::envelope::Envelope;
+use crate::grants::{CapKey, Caps};
+use crate::text::{REASON_MAX, bounded};
+
+/// What the caps say about one job.
+pub(super) enum Admission<L> {
+    /// It may run, holding these permits until it ends.
+    Admitted(Vec<L>),
+    /// A cap has no permit free.
+    Throttled,
+}
+
+/// Take a permit of every cap of `envelope`'s job, or none at all.
+pub(super) async fn admit<B: Backend>(
+    shared: &Shared<B>,
+    route: &Route,
+    envelope: &Envelope,
+) -> Admission<B::Lease> {
+    let grants = shared.config.caps.current();
+    let wanted = permits(
+        grants.caps(),
+        route,
+        envelope,
+        shared.config.broker_consumer_timeout,
+    );
+    let mut leases = Vec::with_capacity(wanted.len());
+    for permits in &wanted {
+        match shared.backend.take_permit(permits).await {
+            Ok(Some(lease)) => leases.push(lease),
+            Ok(None) => {
+                debug!(queue = %route.queue.name, permits = %permits.name, limit = permits.limit, "job throttled: no permit free");
+                return Admission::Throttled;
+            }
+            Err(err) => {
+                let error = bounded(&err.to_string(), REASON_MAX).into_owned();
+                warn!(queue = %route.queue.name, permits = %permits.name, %error, "cannot take a permit; the job waits as if throttled");
+                return Admission::Throttled;
+            }
+        }
+    }
+    Admission::Admitted(leases)
+}
+
+/// The permits a job of `route` with `envelope` needs, its key's first: the narrower cap
+/// refuses first, so a throttled key does not take and give back its queue's permit.
+fn permits(
+    caps: &Caps,
+    route: &Route,
+    envelope: &Envelope,
+    held_at_most: std::time::Duration,
+) -> Vec<Permits> {
+    if caps.is_empty() {
+        return Vec::new();
+    }
+    let job_type: &Arc<str> = &route.job_type;
+    let key = caps.job(job_type).map(|cap| {
+        let key = match cap.key_of(&envelope.payload) {
+            CapKey::Value(text) => Some(text),
+            CapKey::Missing => None,
+        };
+        Permits::for_key(job_type, key.as_deref(), cap.limit, held_at_most)
+    });
+    let queue = caps
+        .queue(&route.queue.name)
+        .map(|limit| Permits::for_queue(&route.queue.name, limit, held_at_most));
+    key.into_iter().chain(queue).collect()
+}
