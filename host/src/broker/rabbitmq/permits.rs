@@ -159,12 +159,11 @@ async fn make(session: &Session, permits: &Permits) -> Result<(), Failure> {
                     .await;
                 return made;
             }
-            // Another connection holds the lock: it is making the queue now.
+            // Another connection holds the lock: it is making the queue now. Wait for the
+            // lock rather than for the queue, because the queue exists before its permits
+            // are published: a look in between would find none and throttle for nothing.
             Err(error) if error.is_amqp_soft_error() => {
                 tokio::time::sleep(LOCK_WAIT * (attempt + 1)).await;
-                if exists(session, &permits.name).await? {
-                    return Ok(());
-                }
             }
             Err(error) => return Err(Failure::Lost(error)),
         }
