@@ -14,13 +14,16 @@
 //! - retries, deferrals and dead letters are publish-then-ack, composed by the worker, so
 //!   a failed publish leaves the original to be redelivered;
 //! - a concurrency cap's [`Permits`] are shared by every host on the broker: at most
-//!   `limit` leases are held at once, and a host's leases end with it.
+//!   `limit` leases are held at once, and a host's leases end with it;
+//! - a rate limit's [`Tokens`] are shared by every host on the broker: one comes every
+//!   `interval`, at most `burst` wait, and a token taken is spent.
 
 mod dead;
 mod hold;
 mod memory;
 mod permits;
 mod rabbitmq;
+mod tokens;
 
 use std::future::Future;
 use std::time::Duration;
@@ -46,6 +49,7 @@ pub use rabbitmq::{
     RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqLease, RabbitMqOptions,
     ReconnectBackoff,
 };
+pub use tokens::Tokens;
 
 /// A broker the worker consumes from and publishes to.
 pub trait Backend: Send + Sync + 'static {
@@ -86,6 +90,11 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         permits: &Permits,
     ) -> impl Future<Output = Result<Option<Self::Lease>, BrokerError>> + Send;
+
+    /// Take one of `tokens` without waiting: `false` when none is due yet, fleet-wide. A
+    /// token taken is spent, whatever becomes of the job (see docs/flow-control.md).
+    fn take_token(&self, tokens: &Tokens)
+    -> impl Future<Output = Result<bool, BrokerError>> + Send;
 
     /// How long a queue's jobs may keep a thread busy, on average, and still start inside
     /// its consume loop instead of a task of their own; `None` gives every job a task.
@@ -285,6 +294,13 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         permits: &Permits,
     ) -> impl Future<Output = Result<Option<Self::Lease>, BrokerError>> + Send {
         (**self).take_permit(permits)
+    }
+
+    fn take_token(
+        &self,
+        tokens: &Tokens,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send {
+        (**self).take_token(tokens)
     }
 
     fn inline_limit(&self) -> Option<Duration> {

@@ -2,7 +2,8 @@
 //!
 //! Work queues order by priority then arrival; hold queues are timers on tokio's clock
 //! (so tests under `start_paused` run in milliseconds); dead letters keep their reason; a
-//! concurrency cap's permit queue is a count of the permits held (`permits`).
+//! concurrency cap's permit queue is a count of the permits held (`permits`); a rate
+//! limit's token queue is a token bucket on tokio's clock (`tokens`).
 //! Nothing survives the process. Inspection methods (`pending`, `acked`, `deferred`,
 //! `dead_letters`, `hold_queues`) exist so tests can assert what the broker would hold.
 //!
@@ -13,6 +14,7 @@
 
 mod permits;
 mod state;
+mod tokens;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -29,13 +31,14 @@ use super::dead::{
 use super::hold::{HoldQueue, check_queue_name};
 use super::{
     Backend, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters, Delivery, Permits,
-    QueueDepth, Replayed,
+    QueueDepth, Replayed, Tokens,
 };
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
 use crate::trace::{TRACEPARENT, TRACESTATE, TraceContext};
 use permits::PermitTable;
 use state::{Message, State};
+use tokens::TokenTable;
 
 pub use permits::MemoryLease;
 pub use state::{DeadLetter, HeldMessage};
@@ -45,6 +48,7 @@ pub use state::{DeadLetter, HeldMessage};
 pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
     permits: PermitTable,
+    tokens: TokenTable,
 }
 
 impl MemoryBackend {
@@ -61,6 +65,7 @@ impl MemoryBackend {
         Self {
             state: Arc::new(Mutex::new(State::unrecorded())),
             permits: PermitTable::default(),
+            tokens: TokenTable::default(),
         }
     }
 
@@ -251,6 +256,10 @@ impl Backend for MemoryBackend {
 
     async fn take_permit(&self, permits: &Permits) -> Result<Option<MemoryLease>, BrokerError> {
         Ok(self.permits.take(permits))
+    }
+
+    async fn take_token(&self, tokens: &Tokens) -> Result<bool, BrokerError> {
+        Ok(self.tokens.take(tokens))
     }
 
     /// In memory a consumer receives deliveries as fast as any thread can run them, so

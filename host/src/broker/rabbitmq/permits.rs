@@ -221,11 +221,18 @@ async fn exists(session: &Session, queue: &str) -> Result<bool, Failure> {
 /// The permit queue's arguments: never more than `limit` ready, whoever publishes, and
 /// gone once unused for [`Permits::expires`].
 fn arguments(permits: &Permits) -> FieldTable {
-    let expires = u32::try_from(permits.expires().as_millis()).unwrap_or(u32::MAX);
+    bounded_queue(permits.limit, permits.expires())
+}
+
+/// The arguments of a queue that never holds more than `max_length` ready messages,
+/// refusing what would be more, and is gone once unused for `expires`: a permit queue's,
+/// and a token queue's.
+pub(super) fn bounded_queue(max_length: u32, expires: Duration) -> FieldTable {
+    let expires = u32::try_from(expires.as_millis()).unwrap_or(u32::MAX);
     let mut arguments = FieldTable::default();
     arguments.insert(
         "x-max-length".into(),
-        AMQPValue::LongLongInt(i64::from(permits.limit)),
+        AMQPValue::LongLongInt(i64::from(max_length)),
     );
     arguments.insert(
         "x-overflow".into(),

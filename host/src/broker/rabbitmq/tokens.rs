@@ -1,0 +1,245 @@
+//! Fleet-wide rate limits on RabbitMQ: a rate limit's tokens are the messages of its token
+//! queue, a job spends one by taking it, and one host of the fleet refills the queue at the
+//! rate (docs/flow-control.md, "Rate limits", has the guarantee).
+//!
+//! # Contract
+//! - Taking is one `basic.get` with auto-ack: a token taken is spent, never given back. A
+//!   missing token queue is declared (`x-max-length = burst`, `x-overflow =
+//!   reject-publish`, `x-expires`) and the take finds none: a new scope starts empty.
+//! - Every host that takes from a scope refills it, but only the one that holds the
+//!   scope's leader queue `{token queue}.leader` publishes: an exclusive queue, which the
+//!   broker lets one connection hold and deletes with that connection. The others try to
+//!   declare it every [`ELECTION_EVERY`], so a refiller that dies is replaced within
+//!   about that long. The leader publishes, every [`TICK`], the tokens that came due since
+//!   its last tick (fractions carried over), at most `burst` at once; the queue's length
+//!   limit drops what would make more than `burst` wait.
+//! - A host refills a scope only while it sees jobs of it: [`REFILL_IDLE`] after its last
+//!   take it stops (and leaves the leader queue), so an unused token queue expires.
+//! - A message of a token queue that is not one of its tokens (its `type` and body say so)
+//!   is dropped with a warning and never counts as a token; a take reads at most
+//!   `burst + 1` messages.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use lapin::BasicProperties;
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::link::Link;
+use super::permits::bounded_queue;
+use super::session::{Failure, Session};
+use crate::broker::Tokens;
+
+/// The `type` property of a token message.
+const TOKEN_TYPE: &str = "jobhost.token";
+
+/// How often the leader of a scope publishes the tokens that came due.
+const TICK: Duration = Duration::from_millis(100);
+
+/// How often a host that does not lead a scope it refills tries to.
+const ELECTION_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a host refills a scope after its last take from it.
+const REFILL_IDLE: Duration = Duration::from_secs(60);
+
+/// Scopes kept before a take sweeps away those this host stopped refilling.
+const SWEEP_AT: usize = 1024;
+
+/// The scopes this host refills, each by a task of its own. Dropping it stops them.
+#[derive(Debug)]
+pub(super) struct Refills {
+    link: Weak<Link>,
+    scopes: Mutex<HashMap<String, Refiller>>,
+}
+
+#[derive(Debug)]
+struct Refiller {
+    /// When this host last took from the scope.
+    seen: Arc<Mutex<Instant>>,
+    task: JoinHandle<()>,
+}
+
+impl Refills {
+    pub(super) fn new(link: &Arc<Link>) -> Self {
+        Self {
+            link: Arc::downgrade(link),
+            scopes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Note a take from `tokens`' scope now, and refill it from this host unless it does.
+    pub(super) fn seen(&self, tokens: &Tokens) {
+        let mut scopes = self.scopes.lock().expect("refill list poisoned");
+        if let Some(refiller) = scopes.get(&tokens.name)
+            && !refiller.task.is_finished()
+        {
+            *refiller.seen.lock().expect("refill clock poisoned") = Instant::now();
+            return;
+        }
+        if scopes.len() >= SWEEP_AT {
+            scopes.retain(|_, refiller| !refiller.task.is_finished());
+        }
+        let seen = Arc::new(Mutex::new(Instant::now()));
+        let task = tokio::spawn(refill(self.link.clone(), tokens.clone(), Arc::clone(&seen)));
+        scopes.insert(tokens.name.clone(), Refiller { seen, task });
+    }
+}
+
+impl Drop for Refills {
+    fn drop(&mut self) {
+        let scopes = self.scopes.get_mut().expect("refill list poisoned");
+        for refiller in scopes.values() {
+            refiller.task.abort();
+        }
+    }
+}
+
+/// Take one of `tokens` on `session`: `false` when none waits.
+pub(super) async fn take(session: &Arc<Session>, tokens: &Tokens) -> Result<bool, Failure> {
+    let channel = session.permit_channel().await.map_err(Failure::Lost)?;
+    for _ in 0..=tokens.burst {
+        let get = channel
+            .basic_get(
+                tokens.name.as_str().into(),
+                BasicGetOptions { no_ack: true },
+            )
+            .await;
+        let message = match get {
+            Ok(message) => message,
+            Err(error) if error.is_amqp_soft_error() => {
+                // The token queue does not exist (yet, or any more): a new one starts
+                // empty, and this host's refiller fills it.
+                declare(session, tokens).await?;
+                return Ok(false);
+            }
+            Err(error) => return Err(Failure::classify(&tokens.name, error)),
+        };
+        let Some(message) = message else {
+            session.keep_permit_channel(channel);
+            return Ok(false);
+        };
+        let delivery = message.delivery;
+        if is_token(&delivery.properties, &delivery.data, tokens) {
+            session.keep_permit_channel(channel);
+            return Ok(true);
+        }
+        tracing::warn!(queue = %tokens.name, "dropping a message of a token queue that is not one of its tokens");
+    }
+    session.keep_permit_channel(channel);
+    Ok(false)
+}
+
+/// Whether a message of `tokens`' queue is one of its tokens.
+fn is_token(properties: &BasicProperties, body: &[u8], tokens: &Tokens) -> bool {
+    properties
+        .kind()
+        .as_ref()
+        .is_some_and(|kind| kind.as_str() == TOKEN_TYPE)
+        && body == tokens.name.as_bytes()
+}
+
+/// Declare `tokens`' queue (idempotent while its arguments are the same).
+async fn declare(session: &Session, tokens: &Tokens) -> Result<(), Failure> {
+    let channel = session.channel().await.map_err(Failure::Lost)?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(
+            tokens.name.as_str().into(),
+            durable,
+            bounded_queue(tokens.burst, tokens.expires()),
+        )
+        .await
+        .map_err(|error| Failure::classify(&tokens.name, error))?;
+    Ok(())
+}
+
+fn idle(seen: &Mutex<Instant>) -> bool {
+    seen.lock().expect("refill clock poisoned").elapsed() >= REFILL_IDLE
+}
+
+/// Refill `tokens` from this host while it takes from them: lead the scope, or wait to.
+async fn refill(link: Weak<Link>, tokens: Tokens, seen: Arc<Mutex<Instant>>) {
+    while !idle(&seen) {
+        let Some(link) = link.upgrade() else {
+            return;
+        };
+        let Ok(session) = link.session().await else {
+            return;
+        };
+        drop(link);
+        match lead(&session, &tokens, &seen).await {
+            Ok(()) => return,
+            Err(Failure::Final(error)) => {
+                tracing::warn!(queue = %tokens.name, %error, "cannot refill a token queue; trying again");
+            }
+            // Another host leads, or this one lost its connection.
+            Err(Failure::Lost(_)) => {}
+        }
+        tokio::time::sleep(ELECTION_EVERY).await;
+    }
+}
+
+/// Take the lead of `tokens`' scope and publish its tokens until this host has not seen
+/// it for [`REFILL_IDLE`] (`Ok`); an error when another host leads or the channel is gone.
+async fn lead(session: &Session, tokens: &Tokens, seen: &Mutex<Instant>) -> Result<(), Failure> {
+    let leader = format!("{}.leader", tokens.name);
+    let channel = session.channel().await.map_err(Failure::Lost)?;
+    let exclusive = QueueDeclareOptions {
+        exclusive: true,
+        auto_delete: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(leader.as_str().into(), exclusive, FieldTable::default())
+        .await
+        .map_err(Failure::Lost)?;
+    declare(session, tokens).await?;
+    tracing::debug!(queue = %tokens.name, "refilling a token queue");
+    let properties = BasicProperties::default().with_type(TOKEN_TYPE.into());
+    let interval = tokens.interval.as_nanos();
+    let mut ticks = tokio::time::interval(TICK);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last = Instant::now();
+    let mut owed: u128 = 0;
+    loop {
+        ticks.tick().await;
+        if idle(seen) {
+            // Best effort: the broker removes the leader queue with this connection anyway.
+            let _ = channel
+                .queue_delete(leader.as_str().into(), QueueDeleteOptions::default())
+                .await;
+            tracing::debug!(queue = %tokens.name, "stopped refilling an idle token queue");
+            return Ok(());
+        }
+        let now = Instant::now();
+        owed += (now - last).as_nanos();
+        last = now;
+        let due = owed / interval;
+        owed %= interval;
+        // Never more than the queue holds: the rest would only be dropped.
+        let due = u32::try_from(due).unwrap_or(u32::MAX).min(tokens.burst);
+        for _ in 0..due {
+            // Not confirmed and not mandatory: a token the full queue refuses, or that
+            // finds the queue gone, is one the bucket would not have kept.
+            channel
+                .basic_publish(
+                    "".into(),
+                    tokens.name.as_str().into(),
+                    BasicPublishOptions::default(),
+                    tokens.name.as_bytes(),
+                    properties.clone(),
+                )
+                .await
+                .map_err(Failure::Lost)?;
+        }
+    }
+}
