@@ -21,6 +21,7 @@ mod deliver;
 mod handler;
 mod inline;
 mod observe;
+mod rates;
 mod registry;
 mod settle;
 mod tally;
@@ -384,6 +385,8 @@ impl<B: Backend> ConsumeLoop<B> {
 mod caps_tests;
 #[cfg(test)]
 mod ending_tests;
+#[cfg(test)]
+mod rates_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
