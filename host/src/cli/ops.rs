@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use jobhost::admin::api::{
     BackoffView, BindingView, CapView, DeadLetterList, EnqueueRequest, GrantsView, PluginView,
-    PolicyReport, PolicyView, PurgeReport, millis,
+    PolicyReport, PolicyView, PurgeReport, RateView, millis,
 };
 use jobhost::admin::{self, AdminClient};
 use jobhost::broker::{DeadLetters, RabbitMqBackend, RabbitMqOptions};
@@ -119,6 +119,7 @@ fn print_plugin(plugin: &PluginView) {
                 q.timeout_ms.map_or_else(|| "-".to_owned(), duration),
                 describe(&q.retry),
                 concurrency(q.concurrency.as_ref()),
+                rate(q.rate.as_ref()),
             ]
         })
         .collect();
@@ -132,7 +133,8 @@ fn print_plugin(plugin: &PluginView) {
                 "Max priority",
                 "Timeout",
                 "Retry",
-                "Concurrency"
+                "Concurrency",
+                "Rate"
             ],
             &queues
         )
@@ -147,6 +149,7 @@ fn print_plugin(plugin: &PluginView) {
                 describe(&j.policy),
                 format!("{:?}", j.source).to_lowercase(),
                 concurrency(j.concurrency.as_ref()),
+                rate(j.rate.as_ref()),
             ]
         })
         .collect();
@@ -158,7 +161,8 @@ fn print_plugin(plugin: &PluginView) {
                 "Queue",
                 "Effective policy",
                 "From",
-                "Concurrency"
+                "Concurrency",
+                "Rate"
             ],
             &jobs
         )
@@ -174,6 +178,14 @@ fn concurrency(cap: Option<&CapView>) -> String {
     cap.map_or_else(
         || "-".to_owned(),
         |cap| format!("{} ({})", cap.describe(), cap.from),
+    )
+}
+
+/// A fleet-wide rate limit and where it is set, or `-`.
+fn rate(limit: Option<&RateView>) -> String {
+    limit.map_or_else(
+        || "-".to_owned(),
+        |limit| format!("{} ({})", limit.describe(), limit.from),
     )
 }
 
