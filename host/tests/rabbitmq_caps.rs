@@ -192,18 +192,7 @@ async fn a_permit_queue_someone_else_made_and_filled_with_garbage_throttles_and_
     let vhost = Vhost::new();
     let host = vhost.backend("caps-garbage").await;
     let permits = Permits::for_queue("emails", 2, Duration::from_secs(60));
-    let channel = raw_channel_at(&vhost.url).await;
-    channel
-        .queue_declare(
-            permits.name.as_str().into(),
-            QueueDeclareOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .expect("someone declares the permit queue first");
-    for _ in 0..10 {
-        publish_plainly(&channel, &permits.name, b"{\"i am\": \"a permit\"}").await;
-    }
+    let channel = squat(&vhost, &permits.name, 10, b"{\"i am\": \"a permit\"}").await;
     for _ in 0..6 {
         let taken = host.take_permit(&permits).await.expect("a take answers");
         assert!(taken.is_none(), "garbage is never a permit");
@@ -213,6 +202,24 @@ async fn a_permit_queue_someone_else_made_and_filled_with_garbage_throttles_and_
         0,
         "each take dropped at most limit + 1 garbage messages, and all of them are gone"
     );
+}
+
+/// Declare `queue` first, plainly (no arguments), and publish `count` copies of `garbage`
+/// into it, as someone else might; the channel, to look at the queue afterwards.
+async fn squat(vhost: &Vhost, queue: &str, count: usize, garbage: &[u8]) -> lapin::Channel {
+    let channel = raw_channel_at(&vhost.url).await;
+    channel
+        .queue_declare(
+            queue.into(),
+            QueueDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("someone declares the queue first");
+    for _ in 0..count {
+        publish_plainly(&channel, queue, garbage).await;
+    }
+    channel
 }
 
 /// An HTTP server the jobs call: the ledger, apart from the hosts. `/work?key=K&i=N` answers
@@ -574,19 +581,8 @@ async fn a_token_queue_someone_else_made_and_filled_with_garbage_throttles_and_b
     let vhost = Vhost::new();
     let host = vhost.backend("rate-garbage").await;
     let tokens = Tokens::for_queue("emails", Duration::from_millis(100), 5);
-    let channel = raw_channel_at(&vhost.url).await;
     // Without the token queue's arguments, so the refiller cannot declare it either.
-    channel
-        .queue_declare(
-            tokens.name.as_str().into(),
-            QueueDeclareOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .expect("someone declares the token queue first");
-    for _ in 0..30 {
-        publish_plainly(&channel, &tokens.name, b"{\"i am\": \"a token\"}").await;
-    }
+    let channel = squat(&vhost, &tokens.name, 30, b"{\"i am\": \"a token\"}").await;
     for _ in 0..6 {
         let taken = host.take_token(&tokens).await.expect("a take answers");
         assert!(!taken, "garbage is never a token");
@@ -641,7 +637,7 @@ fn rate_of(starts: &[Instant], burst: usize, per_second: f64) -> (usize, f64, f6
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_hosts_start_a_queues_jobs_at_its_rate_and_keep_going_when_the_refiller_is_killed() {
+async fn two_hosts_start_jobs_at_their_rate_limit_and_keep_going_when_the_refiller_is_killed() {
     if !broker_present().await {
         return;
     }

@@ -128,11 +128,22 @@ pub(super) async fn take(
 
 /// Whether a message of `permits`' queue is one of its permits.
 fn is_permit(properties: &BasicProperties, body: &[u8], permits: &Permits) -> bool {
+    is_marked(properties, body, PERMIT_TYPE, &permits.name)
+}
+
+/// Whether a message of `queue` is one of the host's own marks there: its `type` is `kind`
+/// and its body the queue's name (a permit of a permit queue, a token of a token queue).
+pub(super) fn is_marked(
+    properties: &BasicProperties,
+    body: &[u8],
+    kind: &str,
+    queue: &str,
+) -> bool {
     properties
         .kind()
         .as_ref()
-        .is_some_and(|kind| kind.as_str() == PERMIT_TYPE)
-        && body == permits.name.as_bytes()
+        .is_some_and(|marked| marked.as_str() == kind)
+        && body == queue.as_bytes()
 }
 
 /// Make `permits`' queue with its permits, unless another host, or another task of this

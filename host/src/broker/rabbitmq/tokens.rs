@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::link::Link;
-use super::permits::bounded_queue;
+use super::permits::{bounded_queue, is_marked};
 use super::session::{Failure, Session};
 use crate::broker::Tokens;
 
@@ -125,7 +125,12 @@ pub(super) async fn take(session: &Arc<Session>, tokens: &Tokens) -> Result<bool
             return Ok(false);
         };
         let delivery = message.delivery;
-        if is_token(&delivery.properties, &delivery.data, tokens) {
+        if is_marked(
+            &delivery.properties,
+            &delivery.data,
+            TOKEN_TYPE,
+            &tokens.name,
+        ) {
             session.keep_permit_channel(channel);
             return Ok(true);
         }
@@ -133,15 +138,6 @@ pub(super) async fn take(session: &Arc<Session>, tokens: &Tokens) -> Result<bool
     }
     session.keep_permit_channel(channel);
     Ok(false)
-}
-
-/// Whether a message of `tokens`' queue is one of its tokens.
-fn is_token(properties: &BasicProperties, body: &[u8], tokens: &Tokens) -> bool {
-    properties
-        .kind()
-        .as_ref()
-        .is_some_and(|kind| kind.as_str() == TOKEN_TYPE)
-        && body == tokens.name.as_bytes()
 }
 
 /// Declare `tokens`' queue (idempotent while its arguments are the same).
