@@ -6,13 +6,16 @@
 //! - Taking is one `basic.get` with auto-ack: a token taken is spent, never given back. A
 //!   missing token queue is declared (`x-max-length = burst`, `x-overflow =
 //!   reject-publish`, `x-expires`) and the take finds none: a new scope starts empty.
-//! - Every host that takes from a scope refills it, but only the one that holds the
-//!   scope's leader queue `{token queue}.leader` publishes: an exclusive queue, which the
-//!   broker lets one connection hold and deletes with that connection. The others try to
-//!   declare it every [`ELECTION_EVERY`], so a refiller that dies is replaced within
-//!   about that long. The leader publishes, every [`TICK`], the tokens that came due since
-//!   its last tick (fractions carried over), at most `burst` at once; the queue's length
-//!   limit drops what would make more than `burst` wait.
+//! - Every host that takes from a scope refills it, but only the one the broker makes the
+//!   active consumer of the scope's leader queue `{token queue}.leader` publishes: a queue
+//!   with `x-single-active-consumer`, which every refilling host consumes. Each publishes a
+//!   ping into it every [`PING_EVERY`]; only the active consumer receives them, so a host
+//!   leads while it heard a ping within [`LEAD_LEASE`]. A consumer that goes (its host
+//!   killed, its connection lost) hands the pings, and so the lead, to the next one within
+//!   about [`PING_EVERY`], and no host ever gets a channel refused for trying. The leader
+//!   publishes, every [`TICK`], the tokens that came due since its last tick (fractions
+//!   carried over, counted from when it took the lead), at most `burst` at once; the
+//!   queue's length limit drops what would make more than `burst` wait.
 //! - A host refills a scope only while it sees jobs of it: [`REFILL_IDLE`] after its last
 //!   take it stops (and leaves the leader queue), so an unused token queue expires.
 //! - A message of a token queue that is not one of its tokens (its `type` and body say so)
@@ -23,18 +26,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use futures_util::{FutureExt, StreamExt};
 use lapin::BasicProperties;
 use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions,
+    BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, QueueDeclareOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::link::Link;
 use super::permits::{bounded_queue, is_marked};
 use super::session::{Failure, Session};
-use crate::broker::Tokens;
+use crate::broker::{BrokerError, Tokens};
 
 /// The `type` property of a token message.
 const TOKEN_TYPE: &str = "jobhost.token";
@@ -42,8 +46,17 @@ const TOKEN_TYPE: &str = "jobhost.token";
 /// How often the leader of a scope publishes the tokens that came due.
 const TICK: Duration = Duration::from_millis(100);
 
-/// How often a host that does not lead a scope it refills tries to.
-const ELECTION_EVERY: Duration = Duration::from_secs(1);
+/// How often every refilling host pings a scope's leader queue.
+const PING_EVERY: Duration = Duration::from_millis(300);
+
+/// How long after the last ping it heard a host still leads.
+const LEAD_LEASE: Duration = Duration::from_secs(1);
+
+/// How long a host waits before it refills again after its channel failed.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// The `type` property of a ping.
+const PING_TYPE: &str = "jobhost.ping";
 
 /// How long a host refills a scope after its last take from it.
 const REFILL_IDLE: Duration = Duration::from_secs(60);
@@ -177,46 +190,84 @@ async fn refill(link: Weak<Link>, tokens: Tokens, seen: Arc<Mutex<Instant>>) {
             Err(Failure::Final(error)) => {
                 tracing::warn!(queue = %tokens.name, %error, "cannot refill a token queue; trying again");
             }
-            // Another host leads, or this one lost its connection.
+            // This host lost its connection: refill on the next one.
             Err(Failure::Lost(_)) => {}
         }
-        tokio::time::sleep(ELECTION_EVERY).await;
+        tokio::time::sleep(RETRY_EVERY).await;
     }
 }
 
-/// Take the lead of `tokens`' scope and publish its tokens until this host has not seen
-/// it for [`REFILL_IDLE`] (`Ok`); an error when another host leads or the channel is gone.
+/// Consume `tokens`' leader queue and, while the broker makes this host its active consumer,
+/// publish the scope's tokens, until this host has not seen it for [`REFILL_IDLE`] (`Ok`);
+/// an error when the channel is gone.
 async fn lead(session: &Session, tokens: &Tokens, seen: &Mutex<Instant>) -> Result<(), Failure> {
     let leader = format!("{}.leader", tokens.name);
     let channel = session.channel().await.map_err(Failure::Lost)?;
-    let exclusive = QueueDeclareOptions {
-        exclusive: true,
+    let gone_with_its_consumers = QueueDeclareOptions {
         auto_delete: true,
         ..QueueDeclareOptions::default()
     };
     channel
-        .queue_declare(leader.as_str().into(), exclusive, FieldTable::default())
+        .queue_declare(
+            leader.as_str().into(),
+            gone_with_its_consumers,
+            leader_arguments(),
+        )
         .await
-        .map_err(Failure::Lost)?;
+        .map_err(|error| Failure::classify(&leader, error))?;
+    let no_ack = BasicConsumeOptions {
+        no_ack: true,
+        ..BasicConsumeOptions::default()
+    };
+    let mut pings = channel
+        .basic_consume(
+            leader.as_str().into(),
+            "".into(),
+            no_ack,
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|error| Failure::classify(&leader, error))?;
     declare(session, tokens).await?;
-    tracing::debug!(queue = %tokens.name, "refilling a token queue");
-    let properties = BasicProperties::default().with_type(TOKEN_TYPE.into());
+    let token = BasicProperties::default().with_type(TOKEN_TYPE.into());
+    let ping = BasicProperties::default().with_type(PING_TYPE.into());
     let interval = tokens.interval.as_nanos();
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let (mut pinged, mut heard) = (None::<Instant>, None::<Instant>);
     let mut last = Instant::now();
     let mut owed: u128 = 0;
     loop {
         ticks.tick().await;
         if idle(seen) {
-            // Best effort: the broker removes the leader queue with this connection anyway.
-            let _ = channel
-                .queue_delete(leader.as_str().into(), QueueDeleteOptions::default())
-                .await;
+            // Closing the channel cancels the consumer, which hands the lead on; the leader
+            // queue goes with its last consumer.
+            let _ = channel.close(200, "idle".into()).await;
             tracing::debug!(queue = %tokens.name, "stopped refilling an idle token queue");
             return Ok(());
         }
         let now = Instant::now();
+        if pinged.is_none_or(|at| now - at >= PING_EVERY) {
+            publish(&channel, &leader, b"", &ping).await?;
+            pinged = Some(now);
+        }
+        while let Some(delivery) = pings.next().now_or_never() {
+            match delivery {
+                Some(Ok(_)) => heard = Some(now),
+                Some(Err(error)) => return Err(Failure::Lost(error)),
+                None => {
+                    return Err(Failure::Final(BrokerError::Refused {
+                        queue: leader,
+                        reason: "the broker ended this host's consumer".to_owned(),
+                    }));
+                }
+            }
+        }
+        if heard.is_none_or(|at| now - at >= LEAD_LEASE) {
+            // Not the leader: count from when this host takes the lead.
+            (last, owed) = (now, 0);
+            continue;
+        }
         owed += (now - last).as_nanos();
         last = now;
         let due = owed / interval;
@@ -224,18 +275,39 @@ async fn lead(session: &Session, tokens: &Tokens, seen: &Mutex<Instant>) -> Resu
         // Never more than the queue holds: the rest would only be dropped.
         let due = u32::try_from(due).unwrap_or(u32::MAX).min(tokens.burst);
         for _ in 0..due {
-            // Not confirmed and not mandatory: a token the full queue refuses, or that
-            // finds the queue gone, is one the bucket would not have kept.
-            channel
-                .basic_publish(
-                    "".into(),
-                    tokens.name.as_str().into(),
-                    BasicPublishOptions::default(),
-                    tokens.name.as_bytes(),
-                    properties.clone(),
-                )
-                .await
-                .map_err(Failure::Lost)?;
+            publish(&channel, &tokens.name, tokens.name.as_bytes(), &token).await?;
         }
     }
+}
+
+/// Publish on `channel`, unconfirmed and not mandatory: a token the full queue refuses, or
+/// that finds the queue gone, is one the bucket would not have kept; a ping nobody hears
+/// leads nobody.
+async fn publish(
+    channel: &lapin::Channel,
+    queue: &str,
+    body: &[u8],
+    properties: &BasicProperties,
+) -> Result<(), Failure> {
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body,
+            properties.clone(),
+        )
+        .await
+        .map(drop)
+        .map_err(Failure::Lost)
+}
+
+/// The leader queue's arguments: one active consumer at a time; pings that nobody takes
+/// at once are dropped; and a leader queue nobody ever consumed goes after a minute.
+fn leader_arguments() -> FieldTable {
+    let mut arguments = FieldTable::default();
+    arguments.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
+    arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(1000));
+    arguments.insert("x-expires".into(), AMQPValue::LongLongInt(60_000));
+    arguments
 }
