@@ -27,10 +27,18 @@ impl Handler for Brief {
     }
 }
 
+fn grants(toml: &str) -> Grants {
+    Grants::parse(Path::new("jobhost.toml"), toml).expect("valid grants")
+}
+
 /// A harness serving job type `t` on queue `q` with [`Brief`], under the grants file
 /// `toml`.
 async fn limited(toml: &str) -> (Harness, Metrics) {
-    let grants = Grants::parse(Path::new("jobhost.toml"), toml).expect("valid grants");
+    limited_by(SharedGrants::new(grants(toml))).await
+}
+
+/// [`limited`] by the grants file in force in `grants`.
+async fn limited_by(grants: SharedGrants) -> (Harness, Metrics) {
     let unit = Unit::new(
         "n",
         "1",
@@ -39,7 +47,7 @@ async fn limited(toml: &str) -> (Harness, Metrics) {
     );
     let metrics = Metrics::new();
     let config = WorkerConfig {
-        caps: SharedGrants::new(grants),
+        caps: grants,
         metrics: metrics.clone(),
         ..WorkerConfig::default()
     };
@@ -151,6 +159,33 @@ async fn a_job_waiting_for_a_permit_spends_no_token() {
         metrics.sample(r#"jobhost_jobs_throttled_total{queue="q",reason="rate"}"#),
         None,
         "no job found its tokens spent"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reloaded_grants_file_changes_the_rate_for_the_jobs_that_start_after_it() {
+    let file = SharedGrants::new(grants("[queues.q]\nrate = \"1/s\"\nburst = 1\n"));
+    let (h, _) = limited_by(file.clone()).await;
+    let start = Instant::now();
+    for i in 0..4 {
+        h.enqueue("t", json!({ "k": "slow", "i": i })).await;
+    }
+    h.run_until_idle().await;
+    let slow = starts(&h, "slow", start);
+    assert!(slow[3] >= Duration::from_secs(3), "one a second: {slow:?}");
+    file.replace(grants("[queues.q]\nrate = \"100/s\"\n"));
+    let start = Instant::now();
+    for i in 0..20 {
+        h.enqueue("t", json!({ "k": "fast", "i": i })).await;
+    }
+    h.run_until_idle().await;
+    let fast = starts(&h, "fast", start);
+    assert_eq!(fast.len(), 20, "every job ran once");
+    assert!(
+        fast[19] < Duration::from_secs(1),
+        "the new limit's burst of 100 lets all 20 start within a second, as fast as the \
+         prefetch of 16 takes them: {fast:?}"
     );
     h.shutdown().await;
 }
