@@ -15,7 +15,8 @@
 //! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
 //!   refused file stops the start) and then watched with the plugins; the admin API shows
 //!   the grants in force. Its secrets may not name [`HostConfig::host_secrets`]. The
-//!   worker applies the concurrency caps of the grants in force ([`WorkerConfig::caps`]).
+//!   worker applies the concurrency caps and rate limits of the grants in force
+//!   ([`WorkerConfig::caps`]).
 //! - Every file is read off the async runtime and as untrusted ([`crate::files`]): a FIFO
 //!   or a file over its cap is refused at once, and shutdown never waits for a read.
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
@@ -211,7 +212,7 @@ async fn serve<B: AdminBackend>(
         tasks.spawn(async move { enqueue_demo(&file, &state).await });
     }
     let (backend, plugins) = (state.backend.clone(), state.plugins.clone());
-    // The caps follow the grants file the loader reloads.
+    // The caps and rate limits follow the grants file the loader reloads.
     let worker = WorkerConfig {
         caps: state.grants.clone(),
         ..config.worker

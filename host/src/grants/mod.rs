@@ -1,6 +1,7 @@
 //! What the operator grants each plugin beyond the sandbox: outbound HTTP to listed
 //! origins, configuration values and secrets, from one file, `jobhost.toml`; and the
-//! concurrency caps the operator sets on queues and job types there ([`Caps`]).
+//! concurrency caps and rate limits the operator sets on queues and job types there
+//! ([`Caps`], [`Rates`]).
 //!
 //! # Contract
 //! - Deny by default: no file, or no `[plugins.NAME]` section for a plugin, grants that

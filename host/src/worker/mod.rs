@@ -74,9 +74,9 @@ pub struct WorkerConfig {
     /// Where the worker counts jobs, their outcomes and durations (default: fresh
     /// [`Metrics`] nobody scrapes); the host shares these with the admin API's `/metrics`.
     pub metrics: Metrics,
-    /// The grants file in force, whose `[queues]` and `[jobs]` concurrency caps hold
-    /// fleet-wide (default: no grants, so no caps). The host shares the engine's, so a
-    /// reload of the file changes the caps for the jobs that start after it.
+    /// The grants file in force, whose `[queues]` and `[jobs]` concurrency caps and rate
+    /// limits hold fleet-wide (default: no grants, so none). The host shares the engine's,
+    /// so a reload of the file changes them for the jobs that start after it.
     pub caps: SharedGrants,
 }
 
