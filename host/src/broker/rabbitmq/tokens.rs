@@ -17,7 +17,10 @@
 //!   carried over, counted from when it took the lead), at most `burst` at once; the
 //!   queue's length limit drops what would make more than `burst` wait.
 //! - A host refills a scope only while it sees jobs of it: [`REFILL_IDLE`] after its last
-//!   take it stops (and leaves the leader queue), so an unused token queue expires.
+//!   take it stops (and cancels its consumer), so an unused token queue expires. It refills
+//!   at most [`MAX_REFILLED`] scopes at once; jobs of a scope beyond that wait for another
+//!   host to refill it, or for a scope of this one to go idle (warned at most once a
+//!   [`REFILL_IDLE`]).
 //! - A message of a token queue that is not one of its tokens (its `type` and body say so)
 //!   is dropped with a warning and never counts as a token; a take reads at most
 //!   `burst + 1` messages.
@@ -61,14 +64,17 @@ const PING_TYPE: &str = "jobhost.ping";
 /// How long a host refills a scope after its last take from it.
 const REFILL_IDLE: Duration = Duration::from_secs(60);
 
-/// Scopes kept before a take sweeps away those this host stopped refilling.
-const SWEEP_AT: usize = 1024;
+/// The most scopes a host refills at once: each costs it a channel, and a connection has
+/// a few thousand at most, so a flood of new keys cannot take the ones its jobs need.
+const MAX_REFILLED: usize = 256;
 
 /// The scopes this host refills, each by a task of its own. Dropping it stops them.
 #[derive(Debug)]
 pub(super) struct Refills {
     link: Weak<Link>,
     scopes: Mutex<HashMap<String, Refiller>>,
+    /// When this host last warned that it refills [`MAX_REFILLED`] scopes.
+    warned: Mutex<Option<Instant>>,
 }
 
 #[derive(Debug)]
@@ -83,6 +89,7 @@ impl Refills {
         Self {
             link: Arc::downgrade(link),
             scopes: Mutex::new(HashMap::new()),
+            warned: Mutex::new(None),
         }
     }
 
@@ -95,8 +102,16 @@ impl Refills {
             *refiller.seen.lock().expect("refill clock poisoned") = Instant::now();
             return;
         }
-        if scopes.len() >= SWEEP_AT {
+        if scopes.len() >= MAX_REFILLED {
             scopes.retain(|_, refiller| !refiller.task.is_finished());
+        }
+        if scopes.len() >= MAX_REFILLED {
+            let mut warned = self.warned.lock().expect("refill warning poisoned");
+            if warned.is_none_or(|at| at.elapsed() >= REFILL_IDLE) {
+                *warned = Some(Instant::now());
+                tracing::warn!(queue = %tokens.name, most = MAX_REFILLED, "this host refills as many token queues as it may; this one waits for another host, or for one of them to go idle");
+            }
+            return;
         }
         let seen = Arc::new(Mutex::new(Instant::now()));
         let task = tokio::spawn(refill(self.link.clone(), tokens.clone(), Arc::clone(&seen)));
