@@ -30,7 +30,7 @@ use amqprs::channel::{
     ConsumerMessage,
 };
 use amqprs::connection::Connection;
-use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, Permits};
+use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, Permits, Tokens};
 use jobhost::envelope::Envelope;
 use jobhost::policy::HoldDelay;
 use jobhost::trace::TraceContext;
@@ -64,6 +64,13 @@ fn lost(error: amqprs::error::Error) -> BrokerError {
 impl Backend for AmqprsBackend {
     type Consumer = AmqprsConsumer;
     type Lease = ();
+
+    async fn take_token(&self, tokens: &Tokens) -> Result<bool, BrokerError> {
+        Err(BrokerError::Refused {
+            queue: tokens.name.clone(),
+            reason: "the amqprs bench backend keeps no rate limits".to_owned(),
+        })
+    }
 
     async fn take_permit(&self, permits: &Permits) -> Result<Option<()>, BrokerError> {
         Err(BrokerError::Refused {

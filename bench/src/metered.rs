@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, Permits};
+use jobhost::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, Permits, Tokens};
 use jobhost::envelope::Envelope;
 use jobhost::policy::HoldDelay;
 use jobhost::trace::TraceContext;
@@ -115,6 +115,10 @@ impl<B> Metered<B> {
 impl<B: Backend> Backend for Metered<B> {
     type Consumer = MeteredConsumer<B::Consumer>;
     type Lease = B::Lease;
+
+    async fn take_token(&self, tokens: &Tokens) -> Result<bool, BrokerError> {
+        self.inner.take_token(tokens).await
+    }
 
     async fn take_permit(&self, permits: &Permits) -> Result<Option<B::Lease>, BrokerError> {
         self.inner.take_permit(permits).await

@@ -15,7 +15,8 @@
 //! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
 //!   refused file stops the start) and then watched with the plugins; the admin API shows
 //!   the grants in force. Its secrets may not name [`HostConfig::host_secrets`]. The
-//!   worker applies the concurrency caps of the grants in force ([`WorkerConfig::caps`]).
+//!   worker applies the concurrency caps and rate limits of the grants in force
+//!   ([`WorkerConfig::caps`]).
 //! - Every file is read off the async runtime and as untrusted ([`crate::files`]): a FIFO
 //!   or a file over its cap is refused at once, and shutdown never waits for a read.
 //! - The worker and the admin API share one [`Fleet`] that follows the backend's operator
@@ -219,7 +220,7 @@ async fn serve<B: AdminBackend>(
     let (backend, plugins) = (state.backend.clone(), state.plugins.clone());
     let (fleet, control, stop) = (state.fleet.clone(), backend.clone(), shutdown.clone());
     tasks.spawn(async move { fleet.follow(&control, stop).await });
-    // The caps follow the grants file the loader reloads.
+    // The caps and rate limits follow the grants file the loader reloads.
     let worker = WorkerConfig {
         caps: state.grants.clone(),
         ..config.worker

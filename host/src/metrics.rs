@@ -9,7 +9,7 @@
 //! | name | type | labels |
 //! |---|---|---|
 //! | `jobhost_jobs_total` | counter | `queue`, `job_type`, `outcome` (`completed`, `retried`, `deferred`, `expired`, `dead_lettered`, `cancelled`, `throttled`) |
-//! | `jobhost_jobs_throttled_total` | counter | `queue`, `reason` (`concurrency`): jobs held back by a fleet-wide limit, which wait in a hold queue without spending an attempt |
+//! | `jobhost_jobs_throttled_total` | counter | `queue`, `reason` (`concurrency`, `rate`): jobs held back by a fleet-wide limit, which wait in a hold queue without spending an attempt |
 //! | `jobhost_dead_letters_total` | counter | `queue`, `cause` (see [`DeadCause::label`](crate::job::DeadCause::label)); expired and cancelled jobs are not counted here, though their messages go to the dead-letter queue too |
 //! | `jobhost_job_duration_seconds` | histogram | `job_type`: the handler's run time |
 //! | `jobhost_delivery_duration_seconds` | histogram | `job_type`: a whole delivery, from its pull to its settlement |

@@ -7,6 +7,11 @@
 //!   hosts (an HTTP server the jobs call, which records when each call starts and ends)
 //!   never sees more than 2 calls of the key at once; a host SIGKILLed while it holds both
 //!   permits gives them back, and the other host runs the rest.
+//! - Rate limits (their own section, at the end): tokens through the backend, refilled at
+//!   the rate across connections and by the other connection once the refiller's closes;
+//!   a token queue someone else made and filled with garbage; two `jobhost run` processes
+//!   that start a queue's jobs at its rate, measured from the ledger, and keep going when
+//!   the host that refills is SIGKILLed.
 //!
 //! Each test runs in a virtual host of its own, deleted at the end with everything in it,
 //! so the broker is left as it was found and no other test's hosts take these jobs.
@@ -23,7 +28,7 @@ use axum::Router;
 use axum::extract::{Query, State};
 use axum::routing::get;
 use cli_support::{Host, STARTUP, jobhost, json_of, stdout_of, write_grants};
-use jobhost::broker::{Backend, Permits, RabbitMqBackend, RabbitMqOptions};
+use jobhost::broker::{Backend, Permits, RabbitMqBackend, RabbitMqOptions, Tokens};
 use jobhost::envelope::Envelope;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
@@ -187,18 +192,7 @@ async fn a_permit_queue_someone_else_made_and_filled_with_garbage_throttles_and_
     let vhost = Vhost::new();
     let host = vhost.backend("caps-garbage").await;
     let permits = Permits::for_queue("emails", 2, Duration::from_secs(60));
-    let channel = raw_channel_at(&vhost.url).await;
-    channel
-        .queue_declare(
-            permits.name.as_str().into(),
-            QueueDeclareOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .expect("someone declares the permit queue first");
-    for _ in 0..10 {
-        publish_plainly(&channel, &permits.name, b"{\"i am\": \"a permit\"}").await;
-    }
+    let channel = squat(&vhost, &permits.name, 10, b"{\"i am\": \"a permit\"}").await;
     for _ in 0..6 {
         let taken = host.take_permit(&permits).await.expect("a take answers");
         assert!(taken.is_none(), "garbage is never a permit");
@@ -208,6 +202,24 @@ async fn a_permit_queue_someone_else_made_and_filled_with_garbage_throttles_and_
         0,
         "each take dropped at most limit + 1 garbage messages, and all of them are gone"
     );
+}
+
+/// Declare `queue` first, plainly (no arguments), and publish `count` copies of `garbage`
+/// into it, as someone else might; the channel, to look at the queue afterwards.
+async fn squat(vhost: &Vhost, queue: &str, count: usize, garbage: &[u8]) -> lapin::Channel {
+    let channel = raw_channel_at(&vhost.url).await;
+    channel
+        .queue_declare(
+            queue.into(),
+            QueueDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("someone declares the queue first");
+    for _ in 0..count {
+        publish_plainly(&channel, queue, garbage).await;
+    }
+    channel
 }
 
 /// An HTTP server the jobs call: the ledger, apart from the hosts. `/work?key=K&i=N` answers
@@ -309,6 +321,11 @@ fn grants_file(host: &Host) -> std::path::PathBuf {
 
 /// A `jobhost run` on the test's virtual host serving `http-probe`, with `grants`.
 fn start_host(vhost: &Vhost, grants: &str) -> Host {
+    start_host_stepped(vhost, grants, STEP)
+}
+
+/// [`start_host`] with a retry granularity of `step`.
+fn start_host_stepped(vhost: &Vhost, grants: &str, step: &str) -> Host {
     let dir = tempfile::tempdir().expect("a plugin directory");
     std::fs::copy(
         jobhost_fixtures::wasm("http-probe"),
@@ -325,7 +342,7 @@ fn start_host(vhost: &Vhost, grants: &str) -> Host {
             "--amqp",
             &vhost.url,
             "--retry-granularity",
-            STEP,
+            step,
             "--config",
         ])
         .arg(&config)
@@ -489,11 +506,16 @@ async fn two_hosts_never_run_more_than_a_keys_cap_and_a_killed_hosts_permits_com
 
 /// What `jobhost plugins --json` says of `probe.Fetch`'s cap on `host`.
 fn fetch_cap(host: &Host) -> serde_json::Value {
+    fetch_field(host, "concurrency")
+}
+
+/// What `jobhost plugins --json` says of `probe.Fetch`'s `field` on `host`.
+fn fetch_field(host: &Host, field: &str) -> serde_json::Value {
     let plugins = tokio::task::block_in_place(|| json_of(&host.cli(&["plugins", "--json"])));
     plugins[0]["jobs"]
         .as_array()
         .and_then(|jobs| jobs.iter().find(|job| job["name"] == FETCH))
-        .map(|job| job["concurrency"].clone())
+        .map(|job| job[field].clone())
         .unwrap_or_default()
 }
 
@@ -503,4 +525,225 @@ fn completions(host: &Host) -> usize {
         .iter()
         .filter(|l| l.contains("job completed") && l.contains(FETCH))
         .count()
+}
+
+// Rate limits (docs/flow-control.md, "Rate limits").
+
+/// Take tokens of `tokens` every 10 ms for `span`, by turns from `backends`; how many came.
+async fn tokens_over(backends: &[&RabbitMqBackend], tokens: &Tokens, span: Duration) -> usize {
+    let (start, mut taken, mut turn) = (Instant::now(), 0, 0);
+    while start.elapsed() < span {
+        if backends[turn % backends.len()]
+            .take_token(tokens)
+            .await
+            .expect("a take answers")
+        {
+            taken += 1;
+        }
+        turn += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    taken
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_queue_refills_at_its_rate_across_connections_and_another_takes_over_the_refill() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new();
+    let (a, b) = (vhost.backend("rate-a").await, vhost.backend("rate-b").await);
+    // 10 a second, 2 saved up at most.
+    let tokens = Tokens::for_queue("emails", Duration::from_millis(100), 2);
+    assert!(
+        !a.take_token(&tokens).await.expect("a take"),
+        "a new token queue starts empty"
+    );
+    let span = Duration::from_secs(3);
+    let both = tokens_over(&[&a, &b], &tokens, span).await;
+    eprintln!("two connections took {both} tokens in {span:?} at 10/s, burst 2");
+    assert!(
+        (20..=33).contains(&both),
+        "about 30 tokens in 3 s at 10/s, never more than burst + rate·t: {both}"
+    );
+    // The refiller is `a`, the first to take: close it, and `b` refills within a second.
+    a.close().await;
+    drop(a);
+    let alone = tokens_over(&[&b], &tokens, span).await;
+    eprintln!("after the refiller's connection closed, the other took {alone} in {span:?}");
+    assert!(
+        (12..=33).contains(&alone),
+        "the other connection refills after at most about a second: {alone}"
+    );
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_queue_someone_else_made_and_filled_with_garbage_throttles_and_breaks_nothing() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new();
+    let host = vhost.backend("rate-garbage").await;
+    let tokens = Tokens::for_queue("emails", Duration::from_millis(100), 5);
+    // Without the token queue's arguments, so the refiller cannot declare it either.
+    let channel = squat(&vhost, &tokens.name, 30, b"{\"i am\": \"a token\"}").await;
+    for _ in 0..6 {
+        let taken = host.take_token(&tokens).await.expect("a take answers");
+        assert!(!taken, "garbage is never a token");
+    }
+    assert_eq!(
+        ready(&channel, &tokens.name).await,
+        0,
+        "each take dropped at most burst + 1 garbage messages, and all of them are gone"
+    );
+    host.close().await;
+}
+
+/// When the calls of `key` started, in order.
+fn starts_of(ledger: &Ledger, key: &str) -> Vec<Instant> {
+    let mut starts: Vec<_> = ledger
+        .calls()
+        .iter()
+        .filter(|c| c.key == key)
+        .map(|c| c.started)
+        .collect();
+    starts.sort();
+    starts
+}
+
+/// The most of `starts` in any one second; the rate from the first to the last one, not
+/// counting `burst` (which may start at once); and by how much the starts ran ahead of
+/// `per_second`·t at most (which a rate limit keeps at its burst).
+fn rate_of(starts: &[Instant], burst: usize, per_second: f64) -> (usize, f64, f64) {
+    let most = starts
+        .iter()
+        .map(|from| {
+            starts
+                .iter()
+                .filter(|at| **at >= *from && **at - *from < Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let span = starts
+        .last()
+        .zip(starts.first())
+        .map(|(last, first)| *last - *first);
+    let rate = span.map_or(0.0, |span| {
+        starts.len().saturating_sub(burst) as f64 / span.as_secs_f64()
+    });
+    let ahead = starts
+        .iter()
+        .enumerate()
+        .map(|(n, at)| (n + 1) as f64 - per_second * (*at - starts[0]).as_secs_f64())
+        .fold(0.0, f64::max);
+    (most, rate, ahead)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_start_jobs_at_their_rate_limit_and_keep_going_when_the_refiller_is_killed() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new();
+    let (ledger, origin) = Ledger::start().await;
+    // Per key of `probe.Fetch`, not on the queue, which its `probe.Report` follow-ups share;
+    // no job has a `tenant`, so all of them share the one bucket of jobs without the key.
+    let grants = format!(
+        "[plugins.http-probe]\nallowed_outbound_hosts = [\"{origin}\"]\n\
+         [jobs.\"{FETCH}\"]\nrate = {{ key = \"tenant\", limit = \"10/s\" }}\n"
+    );
+    let producer = vhost.backend("rate-producer").await;
+    let patience = Duration::from_secs(60);
+    let ended = |key: &str| {
+        ledger
+            .calls()
+            .iter()
+            .filter(|c| c.key == key && c.ended.is_some())
+            .count()
+    };
+
+    // Host A alone first, so it is the one that refills the queue's tokens. The default
+    // granularity: a job over the limit waits a second (100 ms of rate rounded up).
+    let mut a = start_host_stepped(&vhost, &grants, "1s");
+    for i in 0..3 {
+        fetch(&producer, &origin, "/work", "warm", i).await;
+    }
+    until(patience, "host A to run 3 jobs", || ended("warm") == 3).await;
+
+    // Two hosts, 60 jobs: the fleet starts them at 10 a second.
+    let b = start_host_stepped(&vhost, &grants, "1s");
+    for i in 0..60 {
+        fetch(&producer, &origin, "/work", "fleet", i).await;
+    }
+    until(patience, "the fleet to run the 60 jobs", || {
+        ended("fleet") == 60
+    })
+    .await;
+    let starts = starts_of(&ledger, "fleet");
+    let (most, rate, ahead) = rate_of(&starts, 10, 10.0);
+    let (by_a, by_b) = (completions(&a), completions(&b));
+    eprintln!(
+        "60 jobs at 10/s, burst 10, on two hosts: {:?} from first to last start, \
+         {rate:.2}/s past the burst, at most {most} in any one second, at most {ahead:.1} \
+         ahead of 10·t; host A completed {by_a}, host B {by_b} (3 warm-up jobs on A)",
+        starts[59] - starts[0]
+    );
+    assert!(
+        ahead <= 12.0,
+        "never more than the burst (10) ahead of rate·t, give or take 2: {ahead:.1}"
+    );
+    assert!(
+        most <= 22,
+        "at most burst + rate in a second, give or take 2: {most}"
+    );
+    assert!(
+        (8.0..=11.0).contains(&rate),
+        "the fleet's rate: {rate:.2}/s"
+    );
+    assert!(
+        by_a > 3 && by_b > 0,
+        "both hosts ran jobs: A {by_a}, B {by_b}"
+    );
+
+    // The limit in force and where it comes from.
+    let from = format!("[jobs.\"{FETCH}\"] in jobhost.toml");
+    assert_eq!(
+        fetch_field(&b, "rate"),
+        json!({"limit": "10/s", "burst": 10, "key": "tenant", "from": from})
+    );
+    let table = tokio::task::block_in_place(|| stdout_of(&b.cli(&["plugins"])));
+    assert!(
+        table.contains(&format!("10/s, burst 10, per tenant ({from})")),
+        "{table}"
+    );
+
+    // SIGKILL host A, the refiller: host B takes the refill over and the jobs keep going.
+    // The bucket holds at most 10 tokens at the kill, so 30 jobs need 20 refilled by B.
+    let killed_at = Instant::now();
+    a.signal("KILL", PATIENCE);
+    for i in 0..30 {
+        fetch(&producer, &origin, "/work", "after", i).await;
+    }
+    until(patience, "host B to run 30 jobs after the kill", || {
+        ended("after") == 30
+    })
+    .await;
+    let starts = starts_of(&ledger, "after");
+    let (most, _, ahead) = rate_of(&starts, 10, 10.0);
+    let span = starts[29] - starts[0];
+    eprintln!(
+        "after SIGKILL of the refiller: first job {:?} after the kill, 30 jobs over {span:?} \
+         ({:.2}/s past a full bucket), at most {most} in any one second, at most {ahead:.1} \
+         ahead of 10·t",
+        starts[0] - killed_at,
+        20.0 / span.as_secs_f64()
+    );
+    assert!(
+        ahead <= 12.0,
+        "the limit holds after the takeover: {ahead:.1} ahead of 10·t"
+    );
+    drop(b);
+    producer.close().await;
 }

@@ -90,6 +90,7 @@ impl PluginView {
                 .iter()
                 .map(|queue| QueueView {
                     concurrency: CapView::of_queue(grants, &queue.name),
+                    rate: RateView::of_queue(grants, &queue.name),
                     ..QueueView::from(queue)
                 })
                 .collect(),
@@ -99,6 +100,7 @@ impl PluginView {
                 .filter_map(|job| registry.route(&job.name))
                 .map(|route| JobView {
                     concurrency: CapView::of_job(grants, &route.job.name),
+                    rate: RateView::of_job(grants, &route.job.name),
                     ..JobView::of(route)
                 })
                 .collect(),
@@ -122,6 +124,9 @@ pub struct JobView {
     /// Its per-key concurrency cap, when the grants file sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<CapView>,
+    /// Its per-key rate limit, when the grants file sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateView>,
 }
 
 impl JobView {
@@ -133,6 +138,7 @@ impl JobView {
             policy: PolicyView::from(route.policy()),
             timeout_ms: route.job.timeout.map(millis),
             concurrency: None,
+            rate: None,
         }
     }
 }
@@ -172,6 +178,49 @@ impl CapView {
         match &self.key {
             Some(key) => format!("{} at once per {key}", self.limit),
             None => format!("{} at once", self.limit),
+        }
+    }
+}
+
+/// A fleet-wide rate limit in force (see docs/flow-control.md, "Rate limits").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateView {
+    /// Jobs started per unit across the fleet, as the grants file writes it: `10/s`.
+    pub limit: String,
+    /// How many may start at once after a quiet spell.
+    pub burst: u32,
+    /// The payload field whose value is the key, for a per-key limit.
+    pub key: Option<String>,
+    /// Where it is set: the grants file's section, e.g. `[queues."emails"] in jobhost.toml`.
+    pub from: String,
+}
+
+impl RateView {
+    /// The rate limit of `queue` in `grants`, if any.
+    fn of_queue(grants: &Grants, queue: &str) -> Option<Self> {
+        grants.rates().queue(queue).map(|rate| Self {
+            limit: rate.shown(),
+            burst: rate.burst,
+            key: None,
+            from: format!("[queues.{queue:?}] in {}", grants.shown_file()),
+        })
+    }
+
+    /// The per-key rate limit of `job_type` in `grants`, if any.
+    fn of_job(grants: &Grants, job_type: &str) -> Option<Self> {
+        grants.rates().job(job_type).map(|limit| Self {
+            limit: limit.rate.shown(),
+            burst: limit.rate.burst,
+            key: Some(limit.key.clone()),
+            from: format!("[jobs.{job_type:?}] in {}", grants.shown_file()),
+        })
+    }
+
+    /// How a person reads it: `10/s, burst 5` or `10/s, burst 5, per customer_id`.
+    pub fn describe(&self) -> String {
+        match &self.key {
+            Some(key) => format!("{}, burst {}, per {key}", self.limit, self.burst),
+            None => format!("{}, burst {}", self.limit, self.burst),
         }
     }
 }
@@ -232,6 +281,9 @@ pub struct QueueView {
     /// Its concurrency cap, when the grants file sets one (`GET /plugins` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<CapView>,
+    /// Its rate limit, when the grants file sets one (`GET /plugins` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateView>,
 }
 
 impl From<&QueueConfig> for QueueView {
@@ -246,6 +298,7 @@ impl From<&QueueConfig> for QueueView {
             retry: PolicyView::from(&queue.retry),
             timeout_ms: queue.timeout.map(millis),
             concurrency: None,
+            rate: None,
         }
     }
 }

@@ -17,7 +17,9 @@
 //! - a unique lock ([`UniqueLock`]) is held by at most one job at a time, and ends by
 //!   itself `for` after it was taken, whatever its holder does;
 //! - a concurrency cap's [`Permits`] are shared by every host on the broker: at most
-//!   `limit` leases are held at once, and a host's leases end with it.
+//!   `limit` leases are held at once, and a host's leases end with it;
+//! - a rate limit's [`Tokens`] are shared by every host on the broker: one comes every
+//!   `interval`, at most `burst` wait, and a token taken is spent.
 
 mod control;
 mod dead;
@@ -25,6 +27,7 @@ mod hold;
 mod memory;
 mod permits;
 mod rabbitmq;
+mod tokens;
 mod unique;
 
 use std::future::Future;
@@ -57,6 +60,7 @@ pub use rabbitmq::{
     RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower, RabbitMqLease,
     RabbitMqOptions, ReconnectBackoff,
 };
+pub use tokens::Tokens;
 pub use unique::{Taken, UNIQUE_FOR_MAX, UNIQUE_KEY_MAX, UniqueLock};
 
 /// A broker the worker consumes from and publishes to.
@@ -124,6 +128,11 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         permits: &Permits,
     ) -> impl Future<Output = Result<Option<Self::Lease>, BrokerError>> + Send;
+
+    /// Take one of `tokens` without waiting: `false` when none is due yet, fleet-wide. A
+    /// token taken is spent, whatever becomes of the job (see docs/flow-control.md).
+    fn take_token(&self, tokens: &Tokens)
+    -> impl Future<Output = Result<bool, BrokerError>> + Send;
 
     /// How long a queue's jobs may keep a thread busy, on average, and still start inside
     /// its consume loop instead of a task of their own; `None` gives every job a task.
@@ -358,6 +367,13 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         permits: &Permits,
     ) -> impl Future<Output = Result<Option<Self::Lease>, BrokerError>> + Send {
         (**self).take_permit(permits)
+    }
+
+    fn take_token(
+        &self,
+        tokens: &Tokens,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send {
+        (**self).take_token(tokens)
     }
 
     fn inline_limit(&self) -> Option<Duration> {

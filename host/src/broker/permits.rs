@@ -29,33 +29,18 @@ pub struct Permits {
 impl Permits {
     /// The permits of work queue `queue`'s cap.
     pub fn for_queue(queue: &str, limit: u32, held_at_most: Duration) -> Self {
-        Self::named('q', &[queue.as_bytes()], limit, held_at_most)
+        Self::named(&Scope::queue(queue), limit, held_at_most)
     }
 
     /// The permits of one key of `job_type`: `key` is the key's text, `None` the bucket of
     /// jobs without one.
     pub fn for_key(job_type: &str, key: Option<&str>, limit: u32, held_at_most: Duration) -> Self {
-        let key = match key {
-            // Tagged, so no key's text can name the bucket of jobs without one.
-            Some(text) => [b"v".as_slice(), text.as_bytes()].concat(),
-            None => b"-".to_vec(),
-        };
-        Self::named('k', &[job_type.as_bytes(), &key], limit, held_at_most)
+        Self::named(&Scope::key(job_type, key), limit, held_at_most)
     }
 
-    fn named(kind: char, parts: &[&[u8]], limit: u32, held_at_most: Duration) -> Self {
-        let mut digest = Sha256::new();
-        for part in parts {
-            // Length-prefixed, so `("ab", "c")` and `("a", "bc")` are two scopes.
-            digest.update((part.len() as u64).to_be_bytes());
-            digest.update(part);
-        }
-        let hex: String = digest.finalize()[..16]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
+    fn named(scope: &Scope, limit: u32, held_at_most: Duration) -> Self {
         Self {
-            name: format!("jobhost.permits.{kind}.{hex}.{limit}"),
+            name: format!("jobhost.permits.{}.{limit}", scope.0),
             limit,
             held_at_most,
         }
@@ -66,6 +51,46 @@ impl Permits {
     /// be made again with all its permits, one more than the cap while that job runs.
     pub fn expires(&self) -> Duration {
         (self.held_at_most * 2).max(MIN_EXPIRY)
+    }
+}
+
+/// A limit's scope in a queue name: `q.{digest}` for a work queue, `k.{digest}` for one key
+/// of a job type. Permit queues and token queues name their scopes alike.
+pub(super) struct Scope(String);
+
+impl Scope {
+    /// Work queue `queue`.
+    pub(super) fn queue(queue: &str) -> Self {
+        Self::digest('q', &[queue.as_bytes()])
+    }
+
+    /// One key of `job_type`: `key` is the key's text, `None` the bucket of jobs without one.
+    pub(super) fn key(job_type: &str, key: Option<&str>) -> Self {
+        let key = match key {
+            // Tagged, so no key's text can name the bucket of jobs without one.
+            Some(text) => [b"v".as_slice(), text.as_bytes()].concat(),
+            None => b"-".to_vec(),
+        };
+        Self::digest('k', &[job_type.as_bytes(), &key])
+    }
+
+    fn digest(kind: char, parts: &[&[u8]]) -> Self {
+        let mut digest = Sha256::new();
+        for part in parts {
+            // Length-prefixed, so `("ab", "c")` and `("a", "bc")` are two scopes.
+            digest.update((part.len() as u64).to_be_bytes());
+            digest.update(part);
+        }
+        let hex: String = digest.finalize()[..16]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        Self(format!("{kind}.{hex}"))
+    }
+
+    /// The text: `q.{digest}` or `k.{digest}`.
+    pub(super) fn as_str(&self) -> &str {
+        &self.0
     }
 }
 

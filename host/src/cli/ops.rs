@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use jobhost::admin::api::{
     BackoffView, BindingView, CapView, DeadLetterList, EnqueueRequest, GrantsView, PluginView,
-    PolicyReport, PolicyView, PurgeReport, UniqueRequest, millis,
+    PolicyReport, PolicyView, PurgeReport, RateView, UniqueRequest, millis,
 };
 use jobhost::admin::{self, AdminClient};
 use jobhost::broker::{DeadLetters, RabbitMqBackend, RabbitMqOptions};
@@ -152,6 +152,7 @@ fn print_plugin(plugin: &PluginView) {
                 q.timeout_ms.map_or_else(|| "-".to_owned(), duration),
                 describe(&q.retry),
                 concurrency(q.concurrency.as_ref()),
+                rate(q.rate.as_ref()),
             ]
         })
         .collect();
@@ -165,7 +166,8 @@ fn print_plugin(plugin: &PluginView) {
                 "Max priority",
                 "Timeout",
                 "Retry",
-                "Concurrency"
+                "Concurrency",
+                "Rate"
             ],
             &queues
         )
@@ -180,6 +182,7 @@ fn print_plugin(plugin: &PluginView) {
                 describe(&j.policy),
                 format!("{:?}", j.source).to_lowercase(),
                 concurrency(j.concurrency.as_ref()),
+                rate(j.rate.as_ref()),
             ]
         })
         .collect();
@@ -191,7 +194,8 @@ fn print_plugin(plugin: &PluginView) {
                 "Queue",
                 "Effective policy",
                 "From",
-                "Concurrency"
+                "Concurrency",
+                "Rate"
             ],
             &jobs
         )
@@ -207,6 +211,14 @@ fn concurrency(cap: Option<&CapView>) -> String {
     cap.map_or_else(
         || "-".to_owned(),
         |cap| format!("{} ({})", cap.describe(), cap.from),
+    )
+}
+
+/// A fleet-wide rate limit and where it is set, or `-`.
+fn rate(limit: Option<&RateView>) -> String {
+    limit.map_or_else(
+        || "-".to_owned(),
+        |limit| format!("{} ({})", limit.describe(), limit.from),
     )
 }
 

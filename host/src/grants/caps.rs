@@ -82,21 +82,27 @@ impl KeyCap {
     /// The key of a job whose payload is `payload`. Only the top level is parsed into
     /// borrowed raw values, so a large payload costs one scan, not a tree.
     pub fn key_of(&self, payload: &RawValue) -> CapKey {
-        let Ok(fields) = serde_json::from_str::<BTreeMap<&str, &RawValue>>(payload.get()) else {
-            // An escaped field name cannot be borrowed; read those payloads owned.
-            return self.key_of_owned(payload);
-        };
-        fields
-            .get(self.key.as_str())
-            .map_or(CapKey::Missing, |value| scalar(value))
+        key_of(&self.key, payload)
     }
+}
 
-    fn key_of_owned(&self, payload: &RawValue) -> CapKey {
-        serde_json::from_str::<BTreeMap<String, &RawValue>>(payload.get())
-            .ok()
-            .and_then(|fields| fields.get(&self.key).map(|value| scalar(value)))
-            .unwrap_or(CapKey::Missing)
-    }
+/// What `payload` holds under its top-level field `field`, as a cap's or a rate limit's
+/// key: a rate limit reads its key exactly as a cap does.
+pub(super) fn key_of(field: &str, payload: &RawValue) -> CapKey {
+    let Ok(fields) = serde_json::from_str::<BTreeMap<&str, &RawValue>>(payload.get()) else {
+        // An escaped field name cannot be borrowed; read those payloads owned.
+        return key_of_owned(field, payload);
+    };
+    fields
+        .get(field)
+        .map_or(CapKey::Missing, |value| scalar(value))
+}
+
+fn key_of_owned(field: &str, payload: &RawValue) -> CapKey {
+    serde_json::from_str::<BTreeMap<String, &RawValue>>(payload.get())
+        .ok()
+        .and_then(|fields| fields.get(field).map(|value| scalar(value)))
+        .unwrap_or(CapKey::Missing)
 }
 
 fn scalar(value: &RawValue) -> CapKey {
@@ -108,18 +114,21 @@ fn scalar(value: &RawValue) -> CapKey {
     }
 }
 
-/// `[queues.NAME]`.
+/// `[queues.NAME]`: its cap, its rate limit (`rates`), or both.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct QueueSection {
-    concurrency: Spanned<i64>,
+    concurrency: Option<Spanned<i64>>,
+    pub(super) rate: Option<Spanned<String>>,
+    pub(super) burst: Option<Spanned<i64>>,
 }
 
-/// `[jobs.TYPE]`.
+/// `[jobs.TYPE]`: its per-key cap, its per-key rate limit (`rates`), or both.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct JobSection {
-    concurrency: Spanned<KeyCapEntry>,
+    concurrency: Option<Spanned<KeyCapEntry>>,
+    pub(super) rate: Option<Spanned<super::rates::KeyRateEntry>>,
 }
 
 #[derive(Deserialize)]
@@ -138,41 +147,52 @@ pub(super) fn parse(
     let mut caps = Caps::default();
     for (name, section) in queues {
         let name = section_name(lines, name, "queue")?;
-        let limit = limit(lines, &section.concurrency, &name)?;
+        let Some(concurrency) = section.concurrency else {
+            continue;
+        };
+        let limit = limit(lines, &concurrency, &name)?;
         caps.queues.insert(name, limit);
     }
     for (name, section) in jobs {
         let name = section_name(lines, name, "job type")?;
-        let entry = section.concurrency.get_ref();
-        let key = entry.key.get_ref();
-        let valid = !key.is_empty()
-            && key.len() <= KEY_NAME_MAX
-            && key
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !valid {
-            return Err(lines.error(
-                entry.key.span(),
-                format!(
-                    "concurrency key `{}` of job type `{name}`: it must be 1 to {KEY_NAME_MAX} \
-                     ASCII letters, digits, `_` or `-`, the name of a top-level payload field",
-                    text::bounded(key, NAME_MAX)
-                ),
-            ));
-        }
+        let Some(concurrency) = section.concurrency else {
+            continue;
+        };
+        let entry = concurrency.get_ref();
+        let key = key_name(lines, &entry.key, "concurrency", &name)?;
         let limit = limit(lines, &entry.limit, &name)?;
-        caps.jobs.insert(
-            name,
-            KeyCap {
-                key: key.clone(),
-                limit,
-            },
-        );
+        caps.jobs.insert(name, KeyCap { key, limit });
     }
     Ok(caps)
 }
 
-fn section_name(
+/// A key field name of `job_type`'s `what` (`concurrency`, `rate`), checked.
+pub(super) fn key_name(
+    lines: &Lines<'_>,
+    key: &Spanned<String>,
+    what: &str,
+    job_type: &str,
+) -> Result<String, GrantsError> {
+    let text = key.get_ref();
+    let valid = !text.is_empty()
+        && text.len() <= KEY_NAME_MAX
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid {
+        return Err(lines.error(
+            key.span(),
+            format!(
+                "{what} key `{}` of job type `{job_type}`: it must be 1 to {KEY_NAME_MAX} \
+                 ASCII letters, digits, `_` or `-`, the name of a top-level payload field",
+                text::bounded(text, NAME_MAX)
+            ),
+        ));
+    }
+    Ok(text.clone())
+}
+
+pub(super) fn section_name(
     lines: &Lines<'_>,
     name: Spanned<String>,
     what: &str,

@@ -8,12 +8,12 @@ use serde::Deserialize;
 use tokio::sync::Semaphore;
 use toml::Spanned;
 
-use super::caps;
 use super::origin::OriginPattern;
 use super::secret::{HostSecrets, Secret, SecretSource};
 use super::slots::RequestSlots;
 use super::trust::OutboundTrust;
 use super::{Grants, GrantsError, PluginGrants, Value};
+use super::{caps, rates};
 use crate::files::{self, Rules};
 use crate::text::{self, NAME_MAX};
 
@@ -108,12 +108,14 @@ pub(super) fn parse(
         let grants = plugin(&lines, &name, section)?;
         plugins.insert(name, Arc::new(grants));
     }
+    let rates = rates::parse(&lines, &document.queues, &document.jobs)?;
     let caps = caps::parse(&lines, document.queues, document.jobs)?;
     Ok(Grants {
         file: file.to_owned(),
         plugins,
         outbound,
         caps,
+        rates,
     })
 }
 

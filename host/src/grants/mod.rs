@@ -1,6 +1,7 @@
 //! What the operator grants each plugin beyond the sandbox: outbound HTTP to listed
 //! origins, configuration values and secrets, from one file, `jobhost.toml`; and the
-//! concurrency caps the operator sets on queues and job types there ([`Caps`]).
+//! concurrency caps and rate limits the operator sets on queues and job types there
+//! ([`Caps`], [`Rates`]).
 //!
 //! # Contract
 //! - Deny by default: no file, or no `[plugins.NAME]` section for a plugin, grants that
@@ -49,16 +50,19 @@
 //! [plugins.webhook.secrets]
 //! signing_key = { env = "WEBHOOK_SIGNING_KEY" }   # or { file = "secrets/webhook.key" }
 //!
-//! [queues."emails"]                # fleet-wide caps, see `caps`
+//! [queues."emails"]                # fleet-wide caps, see `caps`, and rate limits, `rates`
 //! concurrency = 4
+//! rate = "50/s"
 //! [jobs."email.Send"]
 //! concurrency = { key = "customer_id", limit = 2 }
+//! rate = { key = "customer_id", limit = "10/s", burst = 5 }
 //! ```
 
 pub mod address;
 mod caps;
 mod file;
 mod origin;
+mod rates;
 mod secret;
 mod slots;
 mod trust;
@@ -74,6 +78,7 @@ use crate::text::{self, NAME_MAX};
 
 pub use caps::{CapKey, Caps, KEY_NAME_MAX, KeyCap, MAX_CONCURRENCY};
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
+pub use rates::{KeyRate, MAX_BURST, MAX_PER_SECOND, MAX_RATE_COUNT, Rate, RateUnit, Rates};
 pub use secret::{HostSecrets, Secret, SecretSource};
 pub use slots::{RequestPermit, RequestSlots};
 pub use trust::{CA_FILE_MAX, OutboundTrust};
@@ -316,6 +321,7 @@ pub struct Grants {
     plugins: BTreeMap<String, Arc<PluginGrants>>,
     outbound: OutboundTrust,
     caps: Caps,
+    rates: Rates,
 }
 
 impl Grants {
@@ -326,6 +332,7 @@ impl Grants {
             plugins: BTreeMap::new(),
             outbound: OutboundTrust::default(),
             caps: Caps::default(),
+            rates: Rates::default(),
         }
     }
 
@@ -365,6 +372,11 @@ impl Grants {
     /// The concurrency caps of the `[queues]` and `[jobs]` sections.
     pub fn caps(&self) -> &Caps {
         &self.caps
+    }
+
+    /// The rate limits of the `[queues]` and `[jobs]` sections.
+    pub fn rates(&self) -> &Rates {
+        &self.rates
     }
 
     /// What `https://` requests of every plugin trust.

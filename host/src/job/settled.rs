@@ -101,6 +101,8 @@ pub enum Settled {
 pub enum Throttle {
     /// Its queue's or its key's concurrency cap had no permit free.
     Concurrency,
+    /// Its queue's or its key's rate limit had no token due.
+    Rate,
 }
 
 impl Throttle {
@@ -108,6 +110,7 @@ impl Throttle {
     pub fn label(self) -> &'static str {
         match self {
             Self::Concurrency => "concurrency",
+            Self::Rate => "rate",
         }
     }
 }

@@ -12,27 +12,35 @@
 //!   and pulls the next one, so a capped key never blocks the other keys behind it.
 //! - A broker that fails to answer a take throttles the job the same way (logged at warn):
 //!   a cap is never skipped because its state could not be read.
+//! - With its permits, a job takes its rate limits' tokens ([`rates`](super::rates)); none
+//!   due gives the permits back and holds the job back for the time a token takes to come.
 
 use std::sync::Arc;
 
 use tracing::{debug, warn};
 
-use super::Shared;
 use super::registry::Route;
+use super::{Shared, rates};
 use crate::broker::{Backend, Permits};
 use crate::envelope::Envelope;
 use crate::grants::{CapKey, Caps};
+use crate::job::Throttle;
+use crate::policy::HoldDelay;
 use crate::text::{REASON_MAX, bounded};
 
-/// What the caps say about one job.
+/// What the caps and the rate limits say about one job.
 pub(super) enum Admission<L> {
     /// It may run, holding these permits until it ends.
     Admitted(Vec<L>),
-    /// A cap has no permit free.
-    Throttled,
+    /// A cap has no permit free, or a rate limit no token due: the job waits `delay`.
+    Throttled {
+        throttle: Throttle,
+        delay: HoldDelay,
+    },
 }
 
-/// Take a permit of every cap of `envelope`'s job, or none at all.
+/// Take a permit of every cap of `envelope`'s job and then a token of every rate limit, or
+/// hold no permit at all.
 pub(super) async fn admit<B: Backend>(
     shared: &Shared<B>,
     route: &Route,
@@ -46,21 +54,32 @@ pub(super) async fn admit<B: Backend>(
         shared.config.broker_consumer_timeout,
     );
     let mut leases = Vec::with_capacity(wanted.len());
+    let throttled = Admission::Throttled {
+        throttle: Throttle::Concurrency,
+        delay: shared.config.retry_granularity.one_step(),
+    };
     for permits in &wanted {
         match shared.backend.take_permit(permits).await {
             Ok(Some(lease)) => leases.push(lease),
             Ok(None) => {
                 debug!(queue = %route.queue.name, permits = %permits.name, limit = permits.limit, "job throttled: no permit free");
-                return Admission::Throttled;
+                return throttled;
             }
             Err(err) => {
                 let error = bounded(&err.to_string(), REASON_MAX).into_owned();
                 warn!(queue = %route.queue.name, permits = %permits.name, %error, "cannot take a permit; the job waits as if throttled");
-                return Admission::Throttled;
+                return throttled;
             }
         }
     }
-    Admission::Admitted(leases)
+    match rates::take(shared, route, envelope).await {
+        // Dropping the leases gives the permits back.
+        Some(delay) => Admission::Throttled {
+            throttle: Throttle::Rate,
+            delay,
+        },
+        None => Admission::Admitted(leases),
+    }
 }
 
 /// The permits a job of `route` with `envelope` needs, its key's first: the narrower cap

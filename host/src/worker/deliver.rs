@@ -14,8 +14,11 @@
 //!    3a. Take a permit of each concurrency cap of the job ([`caps`](super::caps)); a cap
 //!    without a free permit puts the job back, unchanged, for one granularity step,
 //!    without running it or spending an attempt.
+//!    3b. Then take a token of each rate limit of the job ([`rates`](super::rates)); a
+//!    limit without a token due gives the permits back and puts the job back, unchanged,
+//!    for the time a token takes to come, rounded up to the granularity.
 //! 4. Run the handler; a cancellation while it runs drops the attempt at once (and with
-//!    it the instance) and settles the job as cancelled, without a retry.
+//!    it the instance) and settles it as cancelled, without a retry.
 //! 5. Ask [`policy::decide`](crate::policy::decide) what becomes of the attempt (ack after
 //!    publishing follow-ups, retry or defer through a hold queue, or dead-letter with a
 //!    [`DeadCause`]), then settle it (see [`settle`](super::settle)). A retry or deferral
@@ -61,9 +64,7 @@ use super::settle::{DeliveryOf, Settlement, Settling};
 use super::unsettled::{MessageKey, Unsettled};
 use crate::broker::{Backend, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{
-    DeadCause, Delayed, FollowUp, Invocation, Outcome, Start, Throttle, now_ms, now_plus,
-};
+use crate::job::{DeadCause, Delayed, FollowUp, Invocation, Outcome, Start, now_ms, now_plus};
 use crate::policy::{Decision, DelayTooLong, HoldDelay, decide, effective_timeout};
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::{DeliveryTrace, JobTrace, TraceId};
@@ -180,11 +181,11 @@ async fn run<B: Backend>(
     span.record("plugin", &*route.plugin);
     let leases = match caps::admit(shared, &route, envelope).await {
         Admission::Admitted(leases) => leases,
-        Admission::Throttled => {
+        Admission::Throttled { throttle, delay } => {
             return Settlement::Throttled {
                 next: envelope.clone().routed_to(&route.queue.name),
-                delay: shared.config.retry_granularity.one_step(),
-                throttle: Throttle::Concurrency,
+                delay,
+                throttle,
             };
         }
     };

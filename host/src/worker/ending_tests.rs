@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::broker::{
     Backend, BrokerError, DeadLetterOut, MAX_HOLD_DELAY, MemoryBackend, MemoryLease, Permits,
+    Tokens,
 };
 use crate::envelope::Envelope;
 use crate::job::{FollowUp, Manifest, Outcome};
@@ -198,6 +199,10 @@ impl Backend for Failing {
 
     async fn consume(&self, queue: &QueueConfig) -> Result<Self::Consumer, BrokerError> {
         self.inner.consume(queue).await
+    }
+
+    async fn take_token(&self, tokens: &Tokens) -> Result<bool, BrokerError> {
+        self.inner.take_token(tokens).await
     }
 
     async fn take_permit(&self, permits: &Permits) -> Result<Option<MemoryLease>, BrokerError> {

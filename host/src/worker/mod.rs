@@ -26,6 +26,7 @@ mod fleet;
 mod handler;
 mod inline;
 mod observe;
+mod rates;
 mod registry;
 mod settle;
 mod tally;
@@ -84,9 +85,9 @@ pub struct WorkerConfig {
     /// orders, so nothing is ever paused or cancelled); the host makes one that follows
     /// its backend's orders and shares it with the admin API.
     pub fleet: Fleet,
-    /// The grants file in force, whose `[queues]` and `[jobs]` concurrency caps hold
-    /// fleet-wide (default: no grants, so no caps). The host shares the engine's, so a
-    /// reload of the file changes the caps for the jobs that start after it.
+    /// The grants file in force, whose `[queues]` and `[jobs]` concurrency caps and rate
+    /// limits hold fleet-wide (default: no grants, so none). The host shares the engine's,
+    /// so a reload of the file changes them for the jobs that start after it.
     pub caps: SharedGrants,
 }
 
@@ -463,6 +464,8 @@ mod ending_tests;
 mod expiry_tests;
 #[cfg(test)]
 mod fleet_tests;
+#[cfg(test)]
+mod rates_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -44,7 +44,8 @@ pub(super) enum Settlement {
         next: Envelope,
         delay: HoldDelay,
     },
-    /// Held back by a cap (see `caps`): the job, unchanged, waits one step.
+    /// Held back by a cap or a rate limit (see `caps`, `rates`): the job, unchanged,
+    /// waits in a hold queue.
     Throttled {
         next: Envelope,
         delay: HoldDelay,

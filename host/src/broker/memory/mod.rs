@@ -2,7 +2,8 @@
 //!
 //! Work queues order by priority then arrival; hold queues are timers on tokio's clock
 //! (so tests under `start_paused` run in milliseconds); dead letters keep their reason; a
-//! concurrency cap's permit queue is a count of the permits held (`permits`).
+//! concurrency cap's permit queue is a count of the permits held (`permits`); a rate
+//! limit's token queue is a token bucket on tokio's clock (`tokens`).
 //! Nothing survives the process. Inspection methods (`pending`, `acked`, `deferred`,
 //! `dead_letters`, `hold_queues`) exist so tests can assert what the broker would hold.
 //!
@@ -16,6 +17,7 @@
 mod control;
 mod permits;
 mod state;
+mod tokens;
 mod unique;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,13 +35,14 @@ use super::dead::{
 use super::hold::{HoldQueue, check_queue_name};
 use super::{
     Backend, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters, Delivery, Permits,
-    QueueDepth, Replayed, Taken, UniqueLock,
+    QueueDepth, Replayed, Taken, Tokens, UniqueLock,
 };
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
 use crate::trace::{TRACEPARENT, TRACESTATE, TraceContext};
 use permits::PermitTable;
 use state::{Message, State};
+use tokens::TokenTable;
 
 pub use control::MemoryFollower;
 pub use permits::MemoryLease;
@@ -51,6 +54,7 @@ pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
     orders: Arc<control::Orders>,
     permits: PermitTable,
+    tokens: TokenTable,
 }
 
 impl MemoryBackend {
@@ -68,6 +72,7 @@ impl MemoryBackend {
             state: Arc::new(Mutex::new(State::unrecorded())),
             orders: Arc::default(),
             permits: PermitTable::default(),
+            tokens: TokenTable::default(),
         }
     }
 
@@ -267,6 +272,10 @@ impl Backend for MemoryBackend {
 
     async fn take_permit(&self, permits: &Permits) -> Result<Option<MemoryLease>, BrokerError> {
         Ok(self.permits.take(permits))
+    }
+
+    async fn take_token(&self, tokens: &Tokens) -> Result<bool, BrokerError> {
+        Ok(self.tokens.take(tokens))
     }
 
     /// In memory a consumer receives deliveries as fast as any thread can run them, so

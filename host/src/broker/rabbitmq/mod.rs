@@ -47,6 +47,10 @@
 //! a channel of their own while a job runs, so a host's permits end with its connection
 //! (`permits` has the contract).
 //!
+//! Rate limits: a rate limit's tokens are the messages of a token queue, spent by taking
+//! them, and refilled at the rate by the one host of the fleet that holds the scope's
+//! leader queue (`tokens` has the contract).
+//!
 //! Credentials never reach logs or errors: the URL is shown with its password masked.
 
 mod acks;
@@ -62,6 +66,7 @@ mod permits;
 mod session;
 mod stream;
 mod sweep;
+mod tokens;
 mod unique;
 mod url;
 
@@ -81,7 +86,7 @@ pub use stream::RabbitMqFollower;
 
 use super::hold::check_queue_name;
 use super::{
-    Backend, BrokerError, DeadLetterOut, HoldQueue, Permits, Taken, UniqueLock,
+    Backend, BrokerError, DeadLetterOut, HoldQueue, Permits, Taken, Tokens, UniqueLock,
     dead_letter_queue_name,
 };
 use crate::envelope::Envelope;
@@ -95,6 +100,7 @@ pub struct RabbitMqBackend {
     link: Arc<Link>,
     supervisor: JoinHandle<()>,
     sweeper: JoinHandle<()>,
+    refills: tokens::Refills,
 }
 
 impl RabbitMqBackend {
@@ -116,10 +122,12 @@ impl RabbitMqBackend {
         let link = Link::connect(Nodes::parse(url)?, options).await?;
         let supervisor = tokio::spawn(Arc::clone(&link).supervise());
         let sweeper = tokio::spawn(sweep::sweep(Arc::clone(&link)));
+        let refills = tokens::Refills::new(&link);
         Ok(Self {
             link,
             supervisor,
             sweeper,
+            refills,
         })
     }
 
@@ -268,6 +276,13 @@ impl Backend for RabbitMqBackend {
     async fn take_permit(&self, permits: &Permits) -> Result<Option<RabbitMqLease>, BrokerError> {
         self.link
             .run(|session| async move { permits::take(&session, permits).await })
+            .await
+    }
+
+    async fn take_token(&self, tokens: &Tokens) -> Result<bool, BrokerError> {
+        self.refills.seen(tokens);
+        self.link
+            .run(|session| async move { tokens::take(&session, tokens).await })
             .await
     }
 

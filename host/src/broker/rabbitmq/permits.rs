@@ -128,11 +128,22 @@ pub(super) async fn take(
 
 /// Whether a message of `permits`' queue is one of its permits.
 fn is_permit(properties: &BasicProperties, body: &[u8], permits: &Permits) -> bool {
+    is_marked(properties, body, PERMIT_TYPE, &permits.name)
+}
+
+/// Whether a message of `queue` is one of the host's own marks there: its `type` is `kind`
+/// and its body the queue's name (a permit of a permit queue, a token of a token queue).
+pub(super) fn is_marked(
+    properties: &BasicProperties,
+    body: &[u8],
+    kind: &str,
+    queue: &str,
+) -> bool {
     properties
         .kind()
         .as_ref()
-        .is_some_and(|kind| kind.as_str() == PERMIT_TYPE)
-        && body == permits.name.as_bytes()
+        .is_some_and(|marked| marked.as_str() == kind)
+        && body == queue.as_bytes()
 }
 
 /// Make `permits`' queue with its permits, unless another host, or another task of this
@@ -220,11 +231,18 @@ async fn exists(session: &Session, queue: &str) -> Result<bool, Failure> {
 /// The permit queue's arguments: never more than `limit` ready, whoever publishes, and
 /// gone once unused for [`Permits::expires`].
 fn arguments(permits: &Permits) -> FieldTable {
-    let expires = u32::try_from(permits.expires().as_millis()).unwrap_or(u32::MAX);
+    bounded_queue(permits.limit, permits.expires())
+}
+
+/// The arguments of a queue that never holds more than `max_length` ready messages,
+/// refusing what would be more, and is gone once unused for `expires`: a permit queue's,
+/// and a token queue's.
+pub(super) fn bounded_queue(max_length: u32, expires: Duration) -> FieldTable {
+    let expires = u32::try_from(expires.as_millis()).unwrap_or(u32::MAX);
     let mut arguments = FieldTable::default();
     arguments.insert(
         "x-max-length".into(),
-        AMQPValue::LongLongInt(i64::from(permits.limit)),
+        AMQPValue::LongLongInt(i64::from(max_length)),
     );
     arguments.insert(
         "x-overflow".into(),

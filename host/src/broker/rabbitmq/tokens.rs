@@ -1,0 +1,328 @@
+//! Fleet-wide rate limits on RabbitMQ: a rate limit's tokens are the messages of its token
+//! queue, a job spends one by taking it, and one host of the fleet refills the queue at the
+//! rate (docs/flow-control.md, "Rate limits", has the guarantee).
+//!
+//! # Contract
+//! - Taking is one `basic.get` with auto-ack: a token taken is spent, never given back. A
+//!   missing token queue is declared (`x-max-length = burst`, `x-overflow =
+//!   reject-publish`, `x-expires`) and the take finds none: a new scope starts empty.
+//! - Every host that takes from a scope refills it, but only the one the broker makes the
+//!   active consumer of the scope's leader queue `{token queue}.leader` publishes: a queue
+//!   with `x-single-active-consumer`, which every refilling host consumes. Each publishes a
+//!   ping into it every [`PING_EVERY`]; only the active consumer receives them, so a host
+//!   leads while it heard a ping within [`LEAD_LEASE`]. A consumer that goes (its host
+//!   killed, its connection lost) hands the pings, and so the lead, to the next one within
+//!   about [`PING_EVERY`], and no host ever gets a channel refused for trying. The leader
+//!   publishes, every [`TICK`], the tokens that came due since its last tick (fractions
+//!   carried over, counted from when it took the lead), at most `burst` at once; the
+//!   queue's length limit drops what would make more than `burst` wait.
+//! - A host refills a scope only while it sees jobs of it: [`REFILL_IDLE`] after its last
+//!   take it stops (and cancels its consumer), so an unused token queue expires. It refills
+//!   at most [`MAX_REFILLED`] scopes at once; jobs of a scope beyond that wait for another
+//!   host to refill it, or for a scope of this one to go idle (warned at most once a
+//!   [`REFILL_IDLE`]).
+//! - A message of a token queue that is not one of its tokens (its `type` and body say so)
+//!   is dropped with a warning and never counts as a token; a take reads at most
+//!   `burst + 1` messages.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::{FutureExt, StreamExt};
+use lapin::BasicProperties;
+use lapin::options::{
+    BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::link::Link;
+use super::permits::{bounded_queue, is_marked};
+use super::session::{Failure, Session};
+use crate::broker::{BrokerError, Tokens};
+
+/// The `type` property of a token message.
+const TOKEN_TYPE: &str = "jobhost.token";
+
+/// How often the leader of a scope publishes the tokens that came due.
+const TICK: Duration = Duration::from_millis(100);
+
+/// How often every refilling host pings a scope's leader queue.
+const PING_EVERY: Duration = Duration::from_millis(300);
+
+/// How long after the last ping it heard a host still leads.
+const LEAD_LEASE: Duration = Duration::from_secs(1);
+
+/// How long a host waits before it refills again after its channel failed.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// The `type` property of a ping.
+const PING_TYPE: &str = "jobhost.ping";
+
+/// How long a host refills a scope after its last take from it.
+const REFILL_IDLE: Duration = Duration::from_secs(60);
+
+/// The most scopes a host refills at once: each costs it a channel, and a connection has
+/// a few thousand at most, so a flood of new keys cannot take the ones its jobs need.
+const MAX_REFILLED: usize = 256;
+
+/// The scopes this host refills, each by a task of its own. Dropping it stops them.
+#[derive(Debug)]
+pub(super) struct Refills {
+    link: Weak<Link>,
+    scopes: Mutex<HashMap<String, Refiller>>,
+    /// When this host last warned that it refills [`MAX_REFILLED`] scopes.
+    warned: Mutex<Option<Instant>>,
+}
+
+#[derive(Debug)]
+struct Refiller {
+    /// When this host last took from the scope.
+    seen: Arc<Mutex<Instant>>,
+    task: JoinHandle<()>,
+}
+
+impl Refills {
+    pub(super) fn new(link: &Arc<Link>) -> Self {
+        Self {
+            link: Arc::downgrade(link),
+            scopes: Mutex::new(HashMap::new()),
+            warned: Mutex::new(None),
+        }
+    }
+
+    /// Note a take from `tokens`' scope now, and refill it from this host unless it does.
+    pub(super) fn seen(&self, tokens: &Tokens) {
+        let mut scopes = self.scopes.lock().expect("refill list poisoned");
+        if let Some(refiller) = scopes.get(&tokens.name)
+            && !refiller.task.is_finished()
+        {
+            *refiller.seen.lock().expect("refill clock poisoned") = Instant::now();
+            return;
+        }
+        if scopes.len() >= MAX_REFILLED {
+            scopes.retain(|_, refiller| !refiller.task.is_finished());
+        }
+        if scopes.len() >= MAX_REFILLED {
+            let mut warned = self.warned.lock().expect("refill warning poisoned");
+            if warned.is_none_or(|at| at.elapsed() >= REFILL_IDLE) {
+                *warned = Some(Instant::now());
+                tracing::warn!(queue = %tokens.name, most = MAX_REFILLED, "this host refills as many token queues as it may; this one waits for another host, or for one of them to go idle");
+            }
+            return;
+        }
+        let seen = Arc::new(Mutex::new(Instant::now()));
+        let task = tokio::spawn(refill(self.link.clone(), tokens.clone(), Arc::clone(&seen)));
+        scopes.insert(tokens.name.clone(), Refiller { seen, task });
+    }
+}
+
+impl Drop for Refills {
+    fn drop(&mut self) {
+        let scopes = self.scopes.get_mut().expect("refill list poisoned");
+        for refiller in scopes.values() {
+            refiller.task.abort();
+        }
+    }
+}
+
+/// Take one of `tokens` on `session`: `false` when none waits.
+pub(super) async fn take(session: &Arc<Session>, tokens: &Tokens) -> Result<bool, Failure> {
+    let channel = session.permit_channel().await.map_err(Failure::Lost)?;
+    for _ in 0..=tokens.burst {
+        let get = channel
+            .basic_get(
+                tokens.name.as_str().into(),
+                BasicGetOptions { no_ack: true },
+            )
+            .await;
+        let message = match get {
+            Ok(message) => message,
+            Err(error) if error.is_amqp_soft_error() => {
+                // The token queue does not exist (yet, or any more): a new one starts
+                // empty, and this host's refiller fills it.
+                declare(session, tokens).await?;
+                return Ok(false);
+            }
+            Err(error) => return Err(Failure::classify(&tokens.name, error)),
+        };
+        let Some(message) = message else {
+            session.keep_permit_channel(channel);
+            return Ok(false);
+        };
+        let delivery = message.delivery;
+        if is_marked(
+            &delivery.properties,
+            &delivery.data,
+            TOKEN_TYPE,
+            &tokens.name,
+        ) {
+            session.keep_permit_channel(channel);
+            return Ok(true);
+        }
+        tracing::warn!(queue = %tokens.name, "dropping a message of a token queue that is not one of its tokens");
+    }
+    session.keep_permit_channel(channel);
+    Ok(false)
+}
+
+/// Declare `tokens`' queue (idempotent while its arguments are the same).
+async fn declare(session: &Session, tokens: &Tokens) -> Result<(), Failure> {
+    let channel = session.channel().await.map_err(Failure::Lost)?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(
+            tokens.name.as_str().into(),
+            durable,
+            bounded_queue(tokens.burst, tokens.expires()),
+        )
+        .await
+        .map_err(|error| Failure::classify(&tokens.name, error))?;
+    Ok(())
+}
+
+fn idle(seen: &Mutex<Instant>) -> bool {
+    seen.lock().expect("refill clock poisoned").elapsed() >= REFILL_IDLE
+}
+
+/// Refill `tokens` from this host while it takes from them: lead the scope, or wait to.
+async fn refill(link: Weak<Link>, tokens: Tokens, seen: Arc<Mutex<Instant>>) {
+    while !idle(&seen) {
+        let Some(link) = link.upgrade() else {
+            return;
+        };
+        let Ok(session) = link.session().await else {
+            return;
+        };
+        drop(link);
+        match lead(&session, &tokens, &seen).await {
+            Ok(()) => return,
+            Err(Failure::Final(error)) => {
+                tracing::warn!(queue = %tokens.name, %error, "cannot refill a token queue; trying again");
+            }
+            // This host lost its connection: refill on the next one.
+            Err(Failure::Lost(_)) => {}
+        }
+        tokio::time::sleep(RETRY_EVERY).await;
+    }
+}
+
+/// Consume `tokens`' leader queue and, while the broker makes this host its active consumer,
+/// publish the scope's tokens, until this host has not seen it for [`REFILL_IDLE`] (`Ok`);
+/// an error when the channel is gone.
+async fn lead(session: &Session, tokens: &Tokens, seen: &Mutex<Instant>) -> Result<(), Failure> {
+    let leader = format!("{}.leader", tokens.name);
+    let channel = session.channel().await.map_err(Failure::Lost)?;
+    let gone_with_its_consumers = QueueDeclareOptions {
+        auto_delete: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(
+            leader.as_str().into(),
+            gone_with_its_consumers,
+            leader_arguments(),
+        )
+        .await
+        .map_err(|error| Failure::classify(&leader, error))?;
+    let no_ack = BasicConsumeOptions {
+        no_ack: true,
+        ..BasicConsumeOptions::default()
+    };
+    let mut pings = channel
+        .basic_consume(
+            leader.as_str().into(),
+            "".into(),
+            no_ack,
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|error| Failure::classify(&leader, error))?;
+    declare(session, tokens).await?;
+    let token = BasicProperties::default().with_type(TOKEN_TYPE.into());
+    let ping = BasicProperties::default().with_type(PING_TYPE.into());
+    let interval = tokens.interval.as_nanos();
+    let mut ticks = tokio::time::interval(TICK);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let (mut pinged, mut heard) = (None::<Instant>, None::<Instant>);
+    let mut last = Instant::now();
+    let mut owed: u128 = 0;
+    loop {
+        ticks.tick().await;
+        if idle(seen) {
+            // Closing the channel cancels the consumer, which hands the lead on; the leader
+            // queue goes with its last consumer.
+            let _ = channel.close(200, "idle".into()).await;
+            tracing::debug!(queue = %tokens.name, "stopped refilling an idle token queue");
+            return Ok(());
+        }
+        let now = Instant::now();
+        if pinged.is_none_or(|at| now - at >= PING_EVERY) {
+            publish(&channel, &leader, b"", &ping).await?;
+            pinged = Some(now);
+        }
+        while let Some(delivery) = pings.next().now_or_never() {
+            match delivery {
+                Some(Ok(_)) => heard = Some(now),
+                Some(Err(error)) => return Err(Failure::Lost(error)),
+                None => {
+                    return Err(Failure::Final(BrokerError::Refused {
+                        queue: leader,
+                        reason: "the broker ended this host's consumer".to_owned(),
+                    }));
+                }
+            }
+        }
+        if heard.is_none_or(|at| now - at >= LEAD_LEASE) {
+            // Not the leader: count from when this host takes the lead.
+            (last, owed) = (now, 0);
+            continue;
+        }
+        owed += (now - last).as_nanos();
+        last = now;
+        let due = owed / interval;
+        owed %= interval;
+        // Never more than the queue holds: the rest would only be dropped.
+        let due = u32::try_from(due).unwrap_or(u32::MAX).min(tokens.burst);
+        for _ in 0..due {
+            publish(&channel, &tokens.name, tokens.name.as_bytes(), &token).await?;
+        }
+    }
+}
+
+/// Publish on `channel`, unconfirmed and not mandatory: a token the full queue refuses, or
+/// that finds the queue gone, is one the bucket would not have kept; a ping nobody hears
+/// leads nobody.
+async fn publish(
+    channel: &lapin::Channel,
+    queue: &str,
+    body: &[u8],
+    properties: &BasicProperties,
+) -> Result<(), Failure> {
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body,
+            properties.clone(),
+        )
+        .await
+        .map(drop)
+        .map_err(Failure::Lost)
+}
+
+/// The leader queue's arguments: one active consumer at a time; pings that nobody takes
+/// at once are dropped; and a leader queue nobody ever consumed goes after a minute.
+fn leader_arguments() -> FieldTable {
+    let mut arguments = FieldTable::default();
+    arguments.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
+    arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(1000));
+    arguments.insert("x-expires".into(), AMQPValue::LongLongInt(60_000));
+    arguments
+}

@@ -1,0 +1,81 @@
+//! Step 3b of the per-delivery algorithm: the fleet-wide rate limits of the grants file in
+//! force (docs/flow-control.md, "Rate limits").
+//!
+//! # Contract
+//! - A job runs only once it has taken a token of each rate limit that applies to it: its
+//!   job type's per-key limit (the key read from its payload as a cap reads it), then its
+//!   queue's. A token taken is spent, whatever becomes of the job.
+//! - Tokens are taken after the caps' permits, so a job waiting for a permit spends no
+//!   token; a job that holds its permits but finds no token gives them back.
+//! - A job that finds no token due does not run and spends no attempt: the worker puts it,
+//!   unchanged, into its queue's hold queue for the time one token takes to come, rounded
+//!   up to the retry granularity, so a limited key never blocks the other keys behind it.
+//! - A broker that fails to answer a take holds the job back the same way (logged at warn):
+//!   a limit is never skipped because its state could not be read.
+
+use tracing::{debug, warn};
+
+use super::Shared;
+use super::registry::Route;
+use crate::broker::{Backend, Tokens};
+use crate::envelope::Envelope;
+use crate::grants::{CapKey, Rates};
+use crate::policy::HoldDelay;
+use crate::text::{REASON_MAX, bounded};
+
+/// Take a token of every rate limit of `envelope`'s job: `None` when it has them all, or
+/// how long it waits when one has none due.
+pub(super) async fn take<B: Backend>(
+    shared: &Shared<B>,
+    route: &Route,
+    envelope: &Envelope,
+) -> Option<HoldDelay> {
+    let grants = shared.config.caps.current();
+    for tokens in tokens(grants.rates(), route, envelope) {
+        let wait = || {
+            shared
+                .config
+                .retry_granularity
+                .round(tokens.interval)
+                .unwrap_or_else(|_| shared.config.retry_granularity.one_step())
+        };
+        match shared.backend.take_token(&tokens).await {
+            Ok(true) => {}
+            Ok(false) => {
+                debug!(queue = %route.queue.name, tokens = %tokens.name, "job throttled: no token due");
+                return Some(wait());
+            }
+            Err(err) => {
+                let error = bounded(&err.to_string(), REASON_MAX).into_owned();
+                warn!(queue = %route.queue.name, tokens = %tokens.name, %error, "cannot take a token; the job waits as if throttled");
+                return Some(wait());
+            }
+        }
+    }
+    None
+}
+
+/// The tokens a job of `route` with `envelope` needs, its key's first: the narrower limit
+/// refuses first, so a limited key does not spend its queue's tokens.
+fn tokens(rates: &Rates, route: &Route, envelope: &Envelope) -> Vec<Tokens> {
+    if rates.is_empty() {
+        return Vec::new();
+    }
+    let job_type = &*route.job_type;
+    let key = rates.job(job_type).map(|limit| {
+        let key = match limit.key_of(&envelope.payload) {
+            CapKey::Value(text) => Some(text),
+            CapKey::Missing => None,
+        };
+        Tokens::for_key(
+            job_type,
+            key.as_deref(),
+            limit.rate.interval(),
+            limit.rate.burst,
+        )
+    });
+    let queue = rates
+        .queue(&route.queue.name)
+        .map(|rate| Tokens::for_queue(&route.queue.name, rate.interval(), rate.burst));
+    key.into_iter().chain(queue).collect()
+}

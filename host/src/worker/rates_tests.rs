@@ -1,0 +1,191 @@
+//! Rate limits on the memory backend, under a paused clock: the semantics the fleet has on
+//! RabbitMQ (`host/tests/rabbitmq_rates.rs` shows them with two hosts).
+
+use std::path::Path;
+use std::time::Duration;
+
+use jobhost_sdk::QueueConfig;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::tests::manifest;
+use crate::grants::{Grants, SharedGrants};
+use crate::job::{Invocation, Outcome};
+use crate::metrics::Metrics;
+use crate::testing::Harness;
+use crate::worker::{BoxFuture, Handler, Unit, WorkerConfig};
+
+/// Completes every job after a tenth of a second of tokio time.
+struct Brief;
+
+impl Handler for Brief {
+    fn invoke<'a>(&'a self, _job: Invocation<'a>) -> BoxFuture<'a, Outcome> {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Outcome::Completed { follow_ups: vec![] }
+        })
+    }
+}
+
+fn grants(toml: &str) -> Grants {
+    Grants::parse(Path::new("jobhost.toml"), toml).expect("valid grants")
+}
+
+/// A harness serving job type `t` on queue `q` with [`Brief`], under the grants file
+/// `toml`.
+async fn limited(toml: &str) -> (Harness, Metrics) {
+    limited_by(SharedGrants::new(grants(toml))).await
+}
+
+/// [`limited`] by the grants file in force in `grants`.
+async fn limited_by(grants: SharedGrants) -> (Harness, Metrics) {
+    let unit = Unit::new(
+        "n",
+        "1",
+        manifest("n", QueueConfig::new("q"), &["t"]),
+        std::sync::Arc::new(Brief),
+    );
+    let metrics = Metrics::new();
+    let config = WorkerConfig {
+        caps: grants,
+        metrics: metrics.clone(),
+        ..WorkerConfig::default()
+    };
+    (Harness::start([unit], config).await, metrics)
+}
+
+/// When each job whose payload mentions `key` started, after `start`, in order.
+fn starts(h: &Harness, key: &str, start: Instant) -> Vec<Duration> {
+    let mut starts: Vec<_> = h
+        .log
+        .calls_of(key)
+        .iter()
+        .map(|call| call.started - start)
+        .collect();
+    starts.sort();
+    starts
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_at_five_a_second_runs_fifty_jobs_over_nine_seconds_never_ahead_of_its_tokens() {
+    let (h, metrics) = limited("[queues.q]\nrate = \"5/s\"\nburst = 5\n").await;
+    let start = Instant::now();
+    for i in 0..50 {
+        h.enqueue("t", json!({ "k": "a", "i": i })).await;
+    }
+    h.run_until_idle().await;
+    let starts = starts(&h, "a", start);
+    assert_eq!(starts.len(), 50, "every job ran once");
+    let last = starts[49];
+    assert!(
+        (Duration::from_secs(9)..=Duration::from_secs(10)).contains(&last),
+        "the last job starts after 45 tokens at 5/s: {last:?}"
+    );
+    for (ran, at) in starts.iter().enumerate() {
+        let allowed = 5.0 + 5.0 * at.as_secs_f64();
+        assert!(
+            (ran + 1) as f64 <= allowed + 1e-9,
+            "{} jobs by {at:?}, more than burst + rate·t = {allowed}",
+            ran + 1
+        );
+    }
+    assert!(
+        h.log
+            .calls()
+            .iter()
+            .all(|c| c.attempt == 1 && c.deferrals == 0),
+        "waiting for a token spends no attempt and is no deferral"
+    );
+    let throttled = metrics
+        .sample(r#"jobhost_jobs_throttled_total{queue="q",reason="rate"}"#)
+        .expect("throttled jobs are counted");
+    assert!(throttled >= 45.0, "{throttled}");
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_limited_key_does_not_slow_the_other_keys() {
+    let (h, _) =
+        limited("[jobs.t]\nrate = { key = \"customer\", limit = \"1/s\", burst = 1 }\n").await;
+    let start = Instant::now();
+    for i in 0..6 {
+        h.enqueue("t", json!({ "customer": "a", "i": i })).await;
+    }
+    for i in 0..3 {
+        h.enqueue("t", json!({ "customer": "b", "i": i })).await;
+    }
+    h.run_until_idle().await;
+    let a = starts(&h, "a", start);
+    let b = starts(&h, "b", start);
+    assert_eq!((a.len(), b.len()), (6, 3), "every job ran once");
+    assert!(
+        a[5] >= Duration::from_secs(5),
+        "key a runs one a second: {a:?}"
+    );
+    assert!(
+        b[0] < Duration::from_millis(100),
+        "key b starts at once, not behind key a's backlog: {b:?}"
+    );
+    assert!(
+        b[2] <= Duration::from_secs(3),
+        "key b has its own tokens, not key a's: {b:?}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_waiting_for_a_permit_spends_no_token() {
+    // One at a time and two a minute: if the jobs that wait for the permit spent tokens,
+    // the second job would wait for a token well past the first one's end.
+    let (h, metrics) = limited("[queues.q]\nconcurrency = 1\nrate = \"2/m\"\nburst = 2\n").await;
+    let start = Instant::now();
+    for i in 0..2 {
+        h.enqueue("t", json!({ "k": "a", "i": i })).await;
+    }
+    h.run_until_idle().await;
+    let a = starts(&h, "a", start);
+    assert_eq!(a.len(), 2, "every job ran once");
+    assert!(
+        a[1] < Duration::from_secs(5),
+        "the burst's second token waited for the second job: {a:?}"
+    );
+    assert!(
+        metrics
+            .sample(r#"jobhost_jobs_throttled_total{queue="q",reason="concurrency"}"#)
+            .is_some_and(|n| n >= 1.0),
+        "the second job waited for the permit"
+    );
+    assert_eq!(
+        metrics.sample(r#"jobhost_jobs_throttled_total{queue="q",reason="rate"}"#),
+        None,
+        "no job found its tokens spent"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reloaded_grants_file_changes_the_rate_for_the_jobs_that_start_after_it() {
+    let file = SharedGrants::new(grants("[queues.q]\nrate = \"1/s\"\nburst = 1\n"));
+    let (h, _) = limited_by(file.clone()).await;
+    let start = Instant::now();
+    for i in 0..4 {
+        h.enqueue("t", json!({ "k": "slow", "i": i })).await;
+    }
+    h.run_until_idle().await;
+    let slow = starts(&h, "slow", start);
+    assert!(slow[3] >= Duration::from_secs(3), "one a second: {slow:?}");
+    file.replace(grants("[queues.q]\nrate = \"100/s\"\n"));
+    let start = Instant::now();
+    for i in 0..20 {
+        h.enqueue("t", json!({ "k": "fast", "i": i })).await;
+    }
+    h.run_until_idle().await;
+    let fast = starts(&h, "fast", start);
+    assert_eq!(fast.len(), 20, "every job ran once");
+    assert!(
+        fast[19] < Duration::from_secs(1),
+        "the new limit's burst of 100 lets all 20 start within a second, as fast as the \
+         prefetch of 16 takes them: {fast:?}"
+    );
+    h.shutdown().await;
+}
