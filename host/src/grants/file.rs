@@ -9,6 +9,7 @@ use tokio::sync::Semaphore;
 use toml::Spanned;
 
 use super::origin::OriginPattern;
+use super::schedule;
 use super::secret::{HostSecrets, Secret, SecretSource};
 use super::slots::RequestSlots;
 use super::trust::OutboundTrust;
@@ -26,6 +27,8 @@ struct Document {
     outbound: OutboundSection,
     #[serde(default)]
     plugins: BTreeMap<String, PluginSection>,
+    #[serde(default)]
+    schedules: BTreeMap<String, Spanned<schedule::Section>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -99,10 +102,18 @@ pub(super) fn parse(
         let grants = plugin(&lines, &name, section)?;
         plugins.insert(name, Arc::new(grants));
     }
+    let mut schedules = BTreeMap::new();
+    for (name, section) in document.schedules {
+        let whole = section.span();
+        let parsed = schedule::parse(&name, whole, section.into_inner())
+            .map_err(|(span, reason)| lines.error(span, reason))?;
+        schedules.insert(name, Arc::new(parsed));
+    }
     Ok(Grants {
         file: file.to_owned(),
         plugins,
         outbound,
+        schedules,
     })
 }
 

@@ -52,6 +52,7 @@
 pub mod address;
 mod file;
 mod origin;
+mod schedule;
 mod secret;
 mod slots;
 mod trust;
@@ -66,6 +67,10 @@ use serde::{Deserialize, Serialize};
 use crate::text::{self, NAME_MAX};
 
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
+pub use schedule::{
+    CATCH_UP_MAX, EVERY_MIN, Missed, NAME_RULE, PAYLOAD_MAX, SCAN_MAX, SCHEDULE_NAME_MAX, Schedule,
+    Timing, schedule_name_rule,
+};
 pub use secret::{HostSecrets, Secret, SecretSource};
 pub use slots::{RequestPermit, RequestSlots};
 pub use trust::{CA_FILE_MAX, OutboundTrust};
@@ -307,6 +312,7 @@ pub struct Grants {
     file: PathBuf,
     plugins: BTreeMap<String, Arc<PluginGrants>>,
     outbound: OutboundTrust,
+    schedules: BTreeMap<String, Arc<Schedule>>,
 }
 
 impl Grants {
@@ -316,6 +322,7 @@ impl Grants {
             file: file.into(),
             plugins: BTreeMap::new(),
             outbound: OutboundTrust::default(),
+            schedules: BTreeMap::new(),
         }
     }
 
@@ -350,6 +357,13 @@ impl Grants {
         self.plugins
             .iter()
             .map(|(name, grants)| (name.as_str(), grants))
+    }
+
+    /// The operator's schedules (`[schedules."NAME"]`), by name, disabled ones included.
+    pub fn schedules(&self) -> impl Iterator<Item = (&str, &Arc<Schedule>)> {
+        self.schedules
+            .iter()
+            .map(|(name, schedule)| (name.as_str(), schedule))
     }
 
     /// What `https://` requests of every plugin trust.
