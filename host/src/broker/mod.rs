@@ -1,6 +1,7 @@
 //! Where jobs wait: the [`Backend`] seam and its two implementations, what an operator
 //! does with dead letters on either ([`DeadLetters`]), and what an operator tells the
-//! whole fleet through either: pause, resume, cancel ([`Control`]).
+//! whole fleet through either: pause, resume, cancel ([`Control`]), and what the fleet's
+//! schedulers keep there: who leads, each schedule's last firings ([`Schedules`]).
 //!
 //! The seam is shaped after RabbitMQ's topology (see docs/architecture.md, "Wire format
 //! and topology"): a work queue `q`, its dead-letter queue `q.dead`, and one hold queue
@@ -22,6 +23,7 @@ mod dead;
 mod hold;
 mod memory;
 mod rabbitmq;
+mod schedule;
 mod unique;
 
 use std::future::Future;
@@ -51,6 +53,10 @@ pub use memory::{
 pub use rabbitmq::{
     RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower, RabbitMqOptions,
     ReconnectBackoff,
+};
+pub use schedule::{
+    FIRING_MAX_BYTES, Firing, HISTORY, LEADER_QUEUE, MEMORY_LEASE, Schedules, history_queue_name,
+    tick_holder, tick_job_id, tick_lock,
 };
 pub use unique::{Taken, UNIQUE_FOR_MAX, UNIQUE_KEY_MAX, UniqueLock};
 

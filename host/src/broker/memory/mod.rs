@@ -10,9 +10,11 @@
 //! expired hold queues. [`MemoryBackend::new`] records them for inspection, and so grows
 //! with every job: it is for tests.
 //!
-//! Operator orders (pause, resume, cancel) are kept in memory too (`control`).
+//! Operator orders (pause, resume, cancel) are kept in memory too (`control`), and so are
+//! the schedulers' lead and firing history (`schedule`).
 
 mod control;
+mod schedule;
 mod state;
 mod unique;
 
@@ -46,6 +48,7 @@ pub use state::{DeadLetter, HeldMessage};
 pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
     orders: Arc<control::Orders>,
+    schedules: Arc<schedule::Board>,
 }
 
 impl MemoryBackend {
@@ -62,6 +65,7 @@ impl MemoryBackend {
         Self {
             state: Arc::new(Mutex::new(State::unrecorded())),
             orders: Arc::default(),
+            schedules: Arc::default(),
         }
     }
 

@@ -55,6 +55,7 @@ mod depth;
 mod link;
 mod nodes;
 mod options;
+mod schedule;
 mod session;
 mod stream;
 mod sweep;
