@@ -1,5 +1,6 @@
 //! What the operator grants each plugin beyond the sandbox: outbound HTTP to listed
-//! origins, configuration values and secrets, from one file, `jobhost.toml`.
+//! origins, configuration values and secrets, from one file, `jobhost.toml`, which also
+//! declares the fleet's schedules.
 //!
 //! # Contract
 //! - Deny by default: no file, or no `[plugins.NAME]` section for a plugin, grants that
@@ -47,7 +48,17 @@
 //! endpoint = "http://127.0.0.1:7879/hook"
 //! [plugins.webhook.secrets]
 //! signing_key = { env = "WEBHOOK_SIGNING_KEY" }   # or { file = "secrets/webhook.key" }
+//!
+//! [schedules."nightly-report"]    # a periodic job of the fleet (see `crate::schedule`)
+//! job_type = "reports.Nightly"
+//! cron = "0 3 * * *"              # or: every = "30s"
+//! tz = "Europe/Paris"             # default UTC
+//! payload = { kind = "daily" }    # default {}
+//! missed = "skip"                 # or { catch_up = 3 }
 //! ```
+//!
+//! Schedules ([`Schedule`]) are the fleet's, not a plugin's: they grant nothing, and live
+//! here because the operator changes them without a rebuild, like the rest of this file.
 
 pub mod address;
 mod file;
