@@ -10,8 +10,7 @@
 //!
 //! Needs the RabbitMQ broker at `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`);
 //! without one it fails, unless `JOBHOST_SKIP_BROKER_TESTS=1` asks to skip it. The
-//! schedule's history queue and its tick locks are deleted after; the leader queue dies
-//! with the hosts' connections.
+//! schedule's history queue, its tick locks and the leader queue are deleted after.
 //!
 //! ```text
 //! cargo test -p jobhost --test rabbitmq_schedule -- --nocapture
@@ -26,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use cli_support::{Host, STARTUP, jobhost, write_grants};
 use futures_util::StreamExt;
-use jobhost::broker::{Schedules, history_queue_name, tick_job_id, tick_lock};
+use jobhost::broker::{LEADER_QUEUE, Schedules, history_queue_name, tick_job_id, tick_lock};
 use jobhost::envelope::Envelope;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
@@ -179,11 +178,13 @@ async fn a_fleet_fires_each_tick_once_through_a_sigkill_of_its_leader_and_a_rest
     let grants = config.path().join("jobhost.toml");
     write_grants(&grants, &grants_text(&schedule, id, true));
     let history = history_queue_name(&schedule);
-    let _history = Cleanup::new(&[&history]);
-    let mut ledger = Ledger::open(id).await;
+    // The leader queue too, with its token: no fleet but this test's uses this broker's.
+    let _history = Cleanup::new(&[&history, LEADER_QUEUE]);
     let started_ms = now_ms();
 
     let mut hosts = vec![start(&grants), start(&grants)];
+    // After the hosts, which declare the fixture's queues.
+    let mut ledger = Ledger::open(id).await;
     let first = leader(&[&hosts[0], &hosts[1]], Duration::from_secs(20));
     tokio::time::sleep(Duration::from_secs(10)).await;
     // SIGKILL: no resign, the lead ends with the connection.
@@ -203,6 +204,13 @@ async fn a_fleet_fires_each_tick_once_through_a_sigkill_of_its_leader_and_a_rest
         });
     }
     let stopped_ms = now_ms();
+    for host in hosts.iter().chain([&killed]) {
+        for line in host.log_lines() {
+            if line.contains("schedul") || line.contains("tick") {
+                println!("host {}: {line}", host.pid());
+            }
+        }
+    }
     // The span to count: from the first tick the ledger saw to the last the broker's
     // history records (records of the last ticks may still be on their way).
     let Some(reader) = support::backend(&unique("schedule-history")).await else {
@@ -237,13 +245,6 @@ async fn a_fleet_fires_each_tick_once_through_a_sigkill_of_its_leader_and_a_rest
         .iter()
         .map(|t| (*t, ledger.jobs[&tick_job_id(&schedule, *t)]))
         .collect();
-    for host in hosts.iter().chain([&killed]) {
-        for line in host.log_lines() {
-            if line.contains("schedul") || line.contains("tick") {
-                println!("host {}: {line}", host.pid());
-            }
-        }
-    }
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     println!(
         "schedule {schedule}: {} ticks from {first_fired} to {last_fired} fired by the fleet, \

@@ -90,6 +90,8 @@ pub struct RabbitMqBackend {
     link: Arc<Link>,
     supervisor: JoinHandle<()>,
     sweeper: JoinHandle<()>,
+    /// Its place among the fleet's schedulers (`schedule`).
+    seat: schedule::Seat,
 }
 
 impl RabbitMqBackend {
@@ -115,6 +117,7 @@ impl RabbitMqBackend {
             link,
             supervisor,
             sweeper,
+            seat: schedule::Seat::default(),
         })
     }
 
