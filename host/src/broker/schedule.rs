@@ -6,8 +6,9 @@
 //!   one holds it. Leading is a hint, never the guard against a double firing: that is the
 //!   per-tick [`UniqueLock`](super::UniqueLock) ([`tick_lock`]), so two schedulers that both
 //!   believe they lead for a moment still fire a tick once.
-//! - A lead ends with its holder: on RabbitMQ the exclusive queue [`LEADER_QUEUE`] dies
-//!   with the connection that declared it (a killed host, a broker restart); in memory a
+//! - A lead ends with its holder: on RabbitMQ the token of [`LEADER_QUEUE`] goes back to
+//!   the queue with the leader's connection (a killed host, a broker restart) and on to the
+//!   next consumer; in memory a
 //!   lead not renewed for [`MEMORY_LEASE`] ends, and [`Schedules::resign`] ends it at once.
 //! - [`Schedules::record`] keeps a firing; [`Schedules::firings`] reads the last
 //!   [`HISTORY`] of one schedule, oldest first. On RabbitMQ they live in a durable queue
@@ -24,7 +25,7 @@ use uuid::Uuid;
 
 use super::{BrokerError, UniqueLock};
 
-/// The exclusive queue whose declaring connection leads the fleet's schedulers.
+/// The single-active-consumer queue whose token the leader of the fleet's schedulers holds.
 pub const LEADER_QUEUE: &str = "jobhost.scheduler.leader";
 
 /// How long a lead lasts in memory without being renewed.
