@@ -246,25 +246,26 @@ async fn catch_up_fires_the_last_n_missed_ticks_oldest_first() {
     assert!(fired.values().all(|n| *n <= 1));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_daily_time_lost_to_spring_forward_fires_once_at_the_end_of_the_gap() {
+fn at(utc: &str) -> i64 {
+    DateTime::parse_from_rfc3339(utc)
+        .expect("RFC 3339")
+        .timestamp_millis()
+}
+
+/// The jobs `30 2 * * *` in Europe/Paris enqueues from `from` (UTC) for `seconds`.
+async fn half_past_two_in_paris(from: &str, seconds: u64) -> Vec<Uuid> {
     let backend = MemoryBackend::new();
     let grants = grants("cron = \"30 2 * * *\"\ntz = \"Europe/Paris\"");
-    let at = |utc: &str| {
-        DateTime::parse_from_rfc3339(utc)
-            .expect("RFC 3339")
-            .timestamp_millis()
-    };
-    let scheduler = start(
-        &backend,
-        &grants,
-        &Metrics::new(),
-        "a",
-        at("2026-03-29T00:59:00Z"),
-    );
-    tokio::time::sleep(Duration::from_secs(120)).await;
+    let scheduler = start(&backend, &grants, &Metrics::new(), "a", at(from));
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
     stop(scheduler).await;
-    let fired: Vec<Uuid> = backend.pending(QUEUE).iter().map(|e| e.job_id).collect();
+    backend.pending(QUEUE).iter().map(|e| e.job_id).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daily_time_lost_to_spring_forward_fires_once_at_the_end_of_the_gap() {
+    // 2026-03-29: 02:00 CET becomes 03:00 CEST.
+    let fired = half_past_two_in_paris("2026-03-29T00:59:00Z", 120).await;
     assert_eq!(
         fired,
         [tick_job_id("tick", at("2026-03-29T01:00:00Z"))],
@@ -274,23 +275,8 @@ async fn a_daily_time_lost_to_spring_forward_fires_once_at_the_end_of_the_gap() 
 
 #[tokio::test(start_paused = true)]
 async fn a_daily_time_repeated_by_fall_back_fires_once_on_its_first_occurrence() {
-    let backend = MemoryBackend::new();
-    let grants = grants("cron = \"30 2 * * *\"\ntz = \"Europe/Paris\"");
-    let at = |utc: &str| {
-        DateTime::parse_from_rfc3339(utc)
-            .expect("RFC 3339")
-            .timestamp_millis()
-    };
-    let scheduler = start(
-        &backend,
-        &grants,
-        &Metrics::new(),
-        "a",
-        at("2026-10-25T00:29:00Z"),
-    );
-    tokio::time::sleep(Duration::from_secs(2 * 3600)).await;
-    stop(scheduler).await;
-    let fired: Vec<Uuid> = backend.pending(QUEUE).iter().map(|e| e.job_id).collect();
+    // 2026-10-25: 03:00 CEST becomes 02:00 CET.
+    let fired = half_past_two_in_paris("2026-10-25T00:29:00Z", 2 * 3600).await;
     assert_eq!(
         fired,
         [tick_job_id("tick", at("2026-10-25T00:30:00Z"))],
