@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use cli_support::{Host, STARTUP, jobhost, write_grants};
+use cli_support::{Host, STARTUP, jobhost, json_of, stdout_of, write_grants};
 use futures_util::StreamExt;
 use jobhost::broker::{LEADER_QUEUE, Schedules, history_queue_name, tick_job_id, tick_lock};
 use jobhost::envelope::Envelope;
@@ -194,6 +194,35 @@ async fn a_fleet_fires_each_tick_once_through_a_sigkill_of_its_leader_and_a_rest
     tokio::time::sleep(Duration::from_secs(8)).await;
     hosts.push(start(&grants));
     tokio::time::sleep(Duration::from_secs(8)).await;
+
+    // What `jobhost schedules` (GET /schedules) shows of it now.
+    let listed = tokio::task::block_in_place(|| json_of(&hosts[0].cli(&["schedules", "--json"])));
+    let view = listed
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["name"] == schedule.as_str()))
+        .unwrap_or_else(|| panic!("the schedule is listed: {listed}"));
+    assert_eq!(view["every_ms"], 1000, "{view}");
+    assert_eq!(view["missed"], format!("catch_up {CATCH_UP}"), "{view}");
+    assert!(view["next_ms"].as_i64() > Some(now_ms() - 1000), "{view}");
+    let firings = view["firings"].as_array().expect("firings");
+    assert_eq!(firings.len(), 10, "the last 10 firings: {view}");
+    let newest = &firings[0];
+    assert!(
+        newest["tick_ms"].as_i64() > firings[9]["tick_ms"].as_i64(),
+        "newest first: {view}"
+    );
+    assert_eq!(
+        newest["job_id"],
+        tick_job_id(&schedule, newest["tick_ms"].as_i64().expect("a tick")).to_string(),
+        "{view}"
+    );
+    let table = tokio::task::block_in_place(|| stdout_of(&hosts[0].cli(&["schedules"])));
+    assert!(
+        table.contains(&schedule)
+            && table.contains("every 1s")
+            && table.contains("last firings, newest first"),
+        "{table}"
+    );
 
     // Disabled by a reload, so nothing fires after the ticks counted.
     let seen: Vec<usize> = hosts.iter().map(Host::line_count).collect();
