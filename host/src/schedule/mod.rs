@@ -104,44 +104,57 @@ impl<B: Backend + Schedules + Clone> Scheduler<B> {
         }
     }
 
-    /// Run until `shutdown`, then give up the lead.
+    /// Run until `shutdown`, then give up the lead. A round waiting on a broker that is
+    /// down ends at `shutdown` too, so a host stops during an outage.
     pub async fn run(self, shutdown: CancellationToken) {
         let mut known: HashMap<String, i64> = HashMap::new();
         let mut leading = false;
         loop {
-            let now = self.clock.now_ms();
-            let leads = match self.backend.lead(self.candidate).await {
-                Ok(leads) => leads,
-                Err(error) => {
-                    warn!(%error, "cannot ask the broker who leads the schedulers");
-                    false
-                }
+            let wake = tokio::select! {
+                () = shutdown.cancelled() => break,
+                wake = self.round(&mut known, &mut leading) => wake,
             };
-            if leads != leading {
-                info!(host = %self.host, "{}", if leads { "this host leads the schedulers" } else { "this host no longer leads the schedulers" });
-                leading = leads;
-            }
-            let retry_ms = i64::try_from(LEAD_RETRY.as_millis()).unwrap_or(i64::MAX);
-            let mut wake = now.saturating_add(retry_ms);
-            if leading {
-                let grants = self.grants.current();
-                for (name, schedule) in grants.schedules().filter(|(_, s)| s.enabled) {
-                    self.pass(name, schedule, &mut known).await;
-                    if let Some(next) = schedule.timing.next_after(self.clock.now_ms()) {
-                        wake = wake.min(next);
-                    }
-                }
-            } else {
-                known.clear();
-            }
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep_until(self.clock.instant_at(wake)) => {}
             }
         }
-        if leading {
-            self.backend.resign(self.candidate).await;
+        self.backend.resign(self.candidate).await;
+    }
+
+    /// Steps 1 to 3 of the [module doc](self); when to wake for the next round.
+    async fn round(&self, known: &mut HashMap<String, i64>, leading: &mut bool) -> i64 {
+        let now = self.clock.now_ms();
+        let leads = match self.backend.lead(self.candidate).await {
+            Ok(leads) => leads,
+            Err(error) => {
+                warn!(%error, "cannot ask the broker who leads the schedulers");
+                false
+            }
+        };
+        if leads != *leading {
+            let said = if leads {
+                "this host leads the schedulers"
+            } else {
+                "this host no longer leads the schedulers"
+            };
+            info!(host = %self.host, "{said}");
+            *leading = leads;
         }
+        let retry_ms = i64::try_from(LEAD_RETRY.as_millis()).unwrap_or(i64::MAX);
+        let mut wake = now.saturating_add(retry_ms);
+        if !leads {
+            known.clear();
+            return wake;
+        }
+        let grants = self.grants.current();
+        for (name, schedule) in grants.schedules().filter(|(_, s)| s.enabled) {
+            self.pass(name, schedule, known).await;
+            if let Some(next) = schedule.timing.next_after(self.clock.now_ms()) {
+                wake = wake.min(next);
+            }
+        }
+        wake
     }
 
     /// Fire what is due of `schedule` (steps 2 and 3 of the [module doc](self)).
