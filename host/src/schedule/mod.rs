@@ -19,7 +19,9 @@
 //!   `missed` policy to the ticks since ([`due`]). A schedule with no record starts at the
 //!   first tick after the leader saw it.
 //! - Schedules are read from the grants in force at each pass, so adding, changing,
-//!   disabling or removing one takes effect at the next pass, without a restart.
+//!   disabling or removing one takes effect at the next pass, without a restart. The ticks
+//!   of a disabled schedule are not missed ticks: enabled again under the same leader, it
+//!   starts from then (a leader that took over meanwhile knows only the last firing).
 //!
 //! Where "exactly once" can fail, each needing a host to die in a window of one broker
 //! round trip: a leader killed after taking a tick's lock and before its publish is
@@ -148,7 +150,12 @@ impl<B: Backend + Schedules + Clone> Scheduler<B> {
             return wake;
         }
         let grants = self.grants.current();
-        for (name, schedule) in grants.schedules().filter(|(_, s)| s.enabled) {
+        for (name, schedule) in grants.schedules() {
+            if !schedule.enabled {
+                // Its ticks while disabled are not missed: enabled again, it starts from then.
+                known.insert(name.to_owned(), self.clock.now_ms());
+                continue;
+            }
             self.pass(name, schedule, known).await;
             if let Some(next) = schedule.timing.next_after(self.clock.now_ms()) {
                 wake = wake.min(next);
