@@ -21,6 +21,8 @@
 //!   or a file over its cap is refused at once, and shutdown never waits for a read.
 //! - The worker and the admin API share one [`Fleet`] that follows the backend's operator
 //!   orders (pause, resume, cancel) for as long as the host runs.
+//! - A [`Scheduler`] fires the grants file's schedules, leading the fleet's schedulers or
+//!   standing by (see [`crate::schedule`]).
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
 //!   period); `run` returns once all of them are done.
 
@@ -39,6 +41,7 @@ use crate::grants::{Grants, GrantsError, HostSecrets};
 use crate::plugin::{Engine, EngineConfig, EngineError};
 use crate::producer::EnqueueOptions;
 use crate::reload::{self, Loader};
+use crate::schedule::Scheduler;
 use crate::worker::{Fleet, Plugins, Worker, WorkerConfig};
 
 /// The file of the plugin directory that `--demo` enqueues.
@@ -225,6 +228,13 @@ async fn serve<B: AdminBackend>(
         caps: state.grants.clone(),
         ..config.worker
     };
+    let scheduler = Scheduler::new(
+        backend.clone(),
+        state.grants.clone(),
+        plugins.clone(),
+        state.metrics.clone(),
+    );
+    tasks.spawn(scheduler.run(shutdown.clone()));
     tasks.spawn(admin::serve(admin, state, shutdown.clone()));
     Worker::new(backend, plugins, worker).run(shutdown).await;
     while tasks.join_next().await.is_some() {}

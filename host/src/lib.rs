@@ -15,6 +15,7 @@
 //! - [`policy`]: which retry policy and timeout apply to a delivery.
 //! - [`producer`]: enqueueing typed jobs from native Rust applications.
 //! - [`reload`]: loading the plugin directory and following its changes.
+//! - [`schedule`]: periodic jobs: the operator's schedules, fired once per tick across the fleet.
 //! - [`worker`]: consuming, running and settling jobs; the plugin registry.
 //! - [`trace`]: W3C trace context across jobs: headers in and out, each attempt's span.
 //! - [`text`]: bounding untrusted text (job types, reasons, guest words) before it leaves the host.
@@ -44,6 +45,7 @@ pub mod plugin;
 pub mod policy;
 pub mod producer;
 pub mod reload;
+pub mod schedule;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;

@@ -23,13 +23,15 @@
 //! | `jobhost_hold_overdue_released_total` | counter | `queue`: held messages the broker kept past their delay, which the host released itself (RabbitMQ) |
 //! | `jobhost_queue_paused` | gauge | `queue`: 1 while the fleet has the queue paused, as this host last learnt it, else 0 |
 //! | `jobhost_enqueue_duplicates_total` | counter | `job_type`: enqueues through the admin API refused because a job with the same unique key was queued, held or running |
+//! | `jobhost_schedule_firings_total` | counter | `schedule`: ticks this host fired (enqueued the tick's job) while it led the schedulers |
+//! | `jobhost_schedule_missed_ticks_total` | counter | `schedule`: ticks no host fired in time that the schedule's `missed` policy let go |
 //!
 //! # Bounded labels
 //! `queue` is a queue the worker consumes, which a loaded manifest declared. `job_type` is
 //! a job type of a loaded manifest, from when its route is found; a delivery
 //! dead-lettered before that (a job type no loaded manifest declares, which a producer may
 //! send, a message that is not an envelope, a payload too large, a poison message) counts
-//! as [`OTHER_JOB_TYPE`]. `cause` and the other labels are closed sets. The series of a
+//! as [`OTHER_JOB_TYPE`]. `schedule` is a schedule of the grants file. `cause` and the other labels are closed sets. The series of a
 //! plugin that was unloaded stay, as Prometheus counters must. The `queue` of
 //! `jobhost_hold_queue_messages` is a queue of a loaded manifest too: the admin API sets
 //! it for those at each scrape (see [`crate::admin::dashboard`] for the cost).
@@ -95,6 +97,8 @@ struct Inner {
     overdue_released: Family<QueueLabels, Counter>,
     paused: Family<QueueLabels, Gauge>,
     duplicates: Family<JobTypeLabels, Counter>,
+    schedule_firings: Family<ScheduleLabels, Counter>,
+    schedule_missed: Family<ScheduleLabels, Counter>,
     pool: Arc<InstancePool>,
     activity: Activity,
 }
@@ -118,6 +122,8 @@ impl Default for Inner {
             overdue_released: Family::default(),
             paused: Family::default(),
             duplicates: Family::default(),
+            schedule_firings: Family::default(),
+            schedule_missed: Family::default(),
             pool: Arc::default(),
             activity: Activity::default(),
         };
@@ -149,6 +155,8 @@ impl Inner {
             overdue_released: "jobhost_hold_overdue_released", "Held messages the broker kept past their delay, which the host took out of the hold queue and released onto the work queue itself, by work queue";
             paused: "jobhost_queue_paused", "1 while the fleet has a queue paused (the host does not consume it), else 0";
             duplicates: "jobhost_enqueue_duplicates", "Enqueues refused because a job with the same unique key was queued, held or running, by job type";
+            schedule_firings: "jobhost_schedule_firings", "Ticks of a schedule this host fired, by schedule";
+            schedule_missed: "jobhost_schedule_missed_ticks", "Ticks of a schedule no host fired in time and its missed policy let go, by schedule";
         }
         self.registry
             .register_collector(Box::new(self.pool.clone()));
@@ -206,6 +214,25 @@ impl Metrics {
             .paused
             .get_or_create(&labels)
             .set(i64::from(paused));
+    }
+
+    /// This host fired a tick of `schedule`.
+    pub(crate) fn schedule_fired(&self, schedule: &str) {
+        let labels = ScheduleLabels {
+            schedule: schedule.into(),
+        };
+        self.inner.schedule_firings.get_or_create(&labels).inc();
+    }
+
+    /// `count` ticks of `schedule` were missed and let go.
+    pub(crate) fn schedule_missed(&self, schedule: &str, count: u64) {
+        let labels = ScheduleLabels {
+            schedule: schedule.into(),
+        };
+        self.inner
+            .schedule_missed
+            .get_or_create(&labels)
+            .inc_by(count);
     }
 
     /// [`OTHER_JOB_TYPE`], shared.
@@ -356,6 +383,11 @@ struct ThrottleLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct JobTypeLabels {
     job_type: Arc<str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ScheduleLabels {
+    schedule: Arc<str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]

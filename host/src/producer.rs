@@ -183,13 +183,14 @@ pub(crate) async fn publish_first_attempt<B: Backend>(
 }
 
 /// How a job is enqueued. Built from [`EnqueueOptions::new`], whose defaults are: delivered
-/// now, never expires, not unique, in a new trace.
+/// now, never expires, not unique, in a new trace, with a new random id.
 #[derive(Debug, Clone, Default)]
 pub struct EnqueueOptions {
     delay: Option<Duration>,
     expires_in: Option<Duration>,
     unique: Option<(String, Duration)>,
     trace: Option<TraceContext>,
+    job_id: Option<Uuid>,
 }
 
 impl EnqueueOptions {
@@ -239,6 +240,15 @@ impl EnqueueOptions {
         }
     }
 
+    /// The job's id is `job_id` instead of a new random one: for a job whose id must be the
+    /// same whoever enqueues it, such as a schedule's firing of one tick.
+    pub fn job_id(self, job_id: Uuid) -> Self {
+        Self {
+            job_id: Some(job_id),
+            ..self
+        }
+    }
+
     /// The first attempt of a new job of `job_type` on `queue` with `payload`, enqueued
     /// now: in its trace (a new one by default), with its deadline when it expires and
     /// the name of its lock when it is unique; and the delay to publish it after, not yet
@@ -253,11 +263,13 @@ impl EnqueueOptions {
             .unique
             .map(|(key, for_)| UniqueLock::new(job_type, &key, for_))
             .transpose()?;
+        let fresh = Envelope::new(job_type, queue, payload);
         let envelope = Envelope {
+            job_id: self.job_id.unwrap_or(fresh.job_id),
             trace: Some(self.trace.unwrap_or_else(TraceContext::start)),
             expires_at_ms: self.expires_in.map(Deadline::from_now),
             unique_lock: lock.map(|lock| lock.name().to_owned()),
-            ..Envelope::new(job_type, queue, payload)
+            ..fresh
         };
         Ok((envelope, self.delay))
     }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use super::grants_view::{GrantsView, SecretView};
+pub use super::schedules_view::ScheduleView;
 pub use crate::broker::{Command, DeadLetterList, DeadLetterView, Order, Replayed as ReplayReport};
 use crate::grants::{Grants, Pin};
 use crate::job::JobSpec;

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 
 use super::api::{
     DeadLetterList, EnqueueRequest, Enqueued, ErrorBody, Health, Order, OrderRequest, PluginView,
-    PolicyReport, PurgeReport, ReplayReport,
+    PolicyReport, PurgeReport, ReplayReport, ScheduleView,
 };
 use super::dashboard::LoginView;
 
@@ -112,6 +112,11 @@ impl AdminClient {
     /// `GET /plugins`.
     pub async fn plugins(&self) -> Result<Vec<PluginView>, ClientError> {
         self.call(Method::GET, "/plugins", None::<&()>).await
+    }
+
+    /// `GET /schedules`.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleView>, ClientError> {
+        self.call(Method::GET, "/schedules", None::<&()>).await
     }
 
     /// `GET /policy/{job_type}`.

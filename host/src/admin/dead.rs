@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use crate::broker::{
     Backend, BrokerError, Control, DeadLetters, MemoryBackend, QueueDepth, RabbitMqBackend,
+    Schedules,
 };
 
 /// A backend the admin API can serve: the worker's [`Backend`], the operator's
-/// [`DeadLetters`] and [`Control`] of the fleet, and the depths the dashboard shows.
-pub trait AdminBackend: Backend + DeadLetters + Control + Clone {
+/// [`DeadLetters`] and [`Control`] of the fleet, the schedulers' [`Schedules`], and the depths
+/// the dashboard shows.
+pub trait AdminBackend: Backend + DeadLetters + Control + Schedules + Clone {
     /// `"memory"` or `"rabbitmq"`, for `/healthz` and logs.
     const KIND: &'static str;
 

@@ -1,4 +1,4 @@
-//! The local admin API: what `jobhost plugins|policy|enqueue|dead|queue|job|dashboard` ask a
+//! The local admin API: what `jobhost plugins|policy|enqueue|dead|queue|job|schedules|dashboard` ask a
 //! running host.
 //!
 //! The host serves it on loopback (`127.0.0.1:7878` by default). It answers only to
@@ -29,6 +29,7 @@
 //! | `POST /queues/{queue}/pause` | [`OrderRequest`](api::OrderRequest) -> [`Order`](api::Order): the fleet stops consuming the queue | token, or session from the page |
 //! | `POST /queues/{queue}/resume` | [`OrderRequest`](api::OrderRequest) -> [`Order`](api::Order): the fleet consumes it again | token, or session from the page |
 //! | `POST /jobs/{job_id}/cancel` | [`OrderRequest`](api::OrderRequest) -> [`Order`](api::Order): the job is cancelled wherever it is | token, or session from the page |
+//! | `GET /schedules` | [`ScheduleView`](api::ScheduleView)s: each schedule of the grants file, its next tick and last firings (see [`crate::schedule`]) | token or session: payload-free, but the fleet's timing |
 //!
 //! The server takes at most [`MAX_CONNECTIONS`] connections at once and closes one that
 //! has not sent a request head within [`HEADER_READ_TIMEOUT`].
@@ -56,6 +57,7 @@ mod dead;
 mod error;
 mod grants_view;
 mod jobs;
+mod schedules_view;
 mod server;
 mod session;
 mod state;

@@ -21,7 +21,7 @@ use uuid::Uuid;
 use super::access;
 use super::api::{
     Command, DeadLetterList, EnqueueRequest, Enqueued, Health, Order, OrderRequest, PluginView,
-    PolicyReport, PurgeReport, ReplayReport,
+    PolicyReport, PurgeReport, ReplayReport, ScheduleView,
 };
 use super::dashboard;
 use super::dead::AdminBackend;
@@ -30,6 +30,7 @@ use super::jobs::enqueue;
 use super::state::AdminState;
 use crate::broker::{BrokerError, dead_letter_queue_name};
 use crate::producer::EnqueueOptions;
+use crate::schedule::Clock;
 use crate::text::{NAME_MAX, bounded};
 use crate::trace::TraceContext;
 
@@ -67,6 +68,7 @@ fn routes<B: AdminBackend>(state: AdminState<B>, shutdown: CancellationToken) ->
         .route("/dead/{queue}/{job_id}/replay", post(replay_one::<B>))
         .route("/queues/{queue}/{action}", post(pause_or_resume::<B>))
         .route("/jobs/{job_id}/cancel", post(cancel_job::<B>))
+        .route("/schedules", get(schedules::<B>))
         .with_state(state)
         .merge(dashboard.private)
         .route_layer(middleware::from_fn(access::require_caller))
@@ -153,6 +155,20 @@ async fn plugins<B: AdminBackend>(State(state): Shared<B>) -> Json<Vec<PluginVie
         &state.plugins.current(),
         &state.grants.current(),
     ))
+}
+
+/// Each schedule of the grants in force, with the firings the broker keeps of it.
+async fn schedules<B: AdminBackend>(
+    State(state): Shared<B>,
+) -> Result<Json<Vec<ScheduleView>>, ApiError> {
+    let grants = state.grants.current();
+    let now_ms = Clock::System.now_ms();
+    let mut views = Vec::new();
+    for (name, schedule) in grants.schedules() {
+        let firings = state.backend.firings(name).await?;
+        views.push(ScheduleView::of(name, schedule, now_ms, firings));
+    }
+    Ok(Json(views))
 }
 
 async fn policy<B: AdminBackend>(

@@ -1,6 +1,7 @@
 //! Where jobs wait: the [`Backend`] seam and its two implementations, what an operator
 //! does with dead letters on either ([`DeadLetters`]), and what an operator tells the
-//! whole fleet through either: pause, resume, cancel ([`Control`]).
+//! whole fleet through either: pause, resume, cancel ([`Control`]), and what the fleet's
+//! schedulers keep there: who leads, each schedule's last firings ([`Schedules`]).
 //!
 //! The seam is shaped after RabbitMQ's topology (see docs/architecture.md, "Wire format
 //! and topology"): a work queue `q`, its dead-letter queue `q.dead`, and one hold queue
@@ -27,6 +28,7 @@ mod hold;
 mod memory;
 mod permits;
 mod rabbitmq;
+mod schedule;
 mod tokens;
 mod unique;
 
@@ -59,6 +61,10 @@ pub use permits::Permits;
 pub use rabbitmq::{
     RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower, RabbitMqLease,
     RabbitMqOptions, ReconnectBackoff,
+};
+pub use schedule::{
+    FIRING_MAX_BYTES, Firing, HISTORY, LEADER_QUEUE, MEMORY_LEASE, Schedules, history_queue_name,
+    tick_holder, tick_job_id, tick_lock,
 };
 pub use tokens::Tokens;
 pub use unique::{Taken, UNIQUE_FOR_MAX, UNIQUE_KEY_MAX, UniqueLock};

@@ -16,6 +16,7 @@ mod logging;
 mod ops;
 mod paths;
 mod scaffold;
+mod schedules;
 mod table;
 
 use std::path::PathBuf;
@@ -96,6 +97,8 @@ enum Command {
         #[command(subcommand)]
         action: JobAction,
     },
+    /// List the grants file's schedules: next firing and last firings (when, host, job id).
+    Schedules(ClientArgs),
     /// Print a link that signs a browser in to the running host's dashboard (good once,
     /// for a few minutes); the host never logs one.
     Dashboard(DashboardArgs),
@@ -440,5 +443,6 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Queue { action } => control::queue(action).await,
         Command::Job { action } => control::job(action).await,
         Command::Dashboard(args) => dashboard::run(args).await,
+        Command::Schedules(args) => schedules::run(args).await,
     }
 }

@@ -9,6 +9,7 @@ use tokio::sync::Semaphore;
 use toml::Spanned;
 
 use super::origin::OriginPattern;
+use super::schedule;
 use super::secret::{HostSecrets, Secret, SecretSource};
 use super::slots::RequestSlots;
 use super::trust::OutboundTrust;
@@ -31,6 +32,8 @@ struct Document {
     queues: BTreeMap<Spanned<String>, caps::QueueSection>,
     #[serde(default)]
     jobs: BTreeMap<Spanned<String>, caps::JobSection>,
+    #[serde(default)]
+    schedules: BTreeMap<String, Spanned<schedule::Section>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -110,12 +113,20 @@ pub(super) fn parse(
     }
     let rates = rates::parse(&lines, &document.queues, &document.jobs)?;
     let caps = caps::parse(&lines, document.queues, document.jobs)?;
+    let mut schedules = BTreeMap::new();
+    for (name, section) in document.schedules {
+        let whole = section.span();
+        let parsed = schedule::parse(&name, whole, section.into_inner())
+            .map_err(|(span, reason)| lines.error(span, reason))?;
+        schedules.insert(name, Arc::new(parsed));
+    }
     Ok(Grants {
         file: file.to_owned(),
         plugins,
         outbound,
         caps,
         rates,
+        schedules,
     })
 }
 

@@ -1,7 +1,7 @@
 //! What the operator grants each plugin beyond the sandbox: outbound HTTP to listed
-//! origins, configuration values and secrets, from one file, `jobhost.toml`; and the
+//! origins, configuration values and secrets, from one file, `jobhost.toml`; the
 //! concurrency caps and rate limits the operator sets on queues and job types there
-//! ([`Caps`], [`Rates`]).
+//! ([`Caps`], [`Rates`]); and the fleet's schedules.
 //!
 //! # Contract
 //! - Deny by default: no file, or no `[plugins.NAME]` section for a plugin, grants that
@@ -56,13 +56,23 @@
 //! [jobs."email.Send"]
 //! concurrency = { key = "customer_id", limit = 2 }
 //! rate = { key = "customer_id", limit = "10/s", burst = 5 }
+//! [schedules."nightly-report"]    # a periodic job of the fleet (see `crate::schedule`)
+//! job_type = "reports.Nightly"
+//! cron = "0 3 * * *"              # or: every = "30s"
+//! tz = "Europe/Paris"             # default UTC
+//! payload = { kind = "daily" }    # default {}
+//! missed = "skip"                 # or { catch_up = 3 }
 //! ```
+//!
+//! Schedules ([`Schedule`]) are the fleet's, not a plugin's: they grant nothing, and live
+//! here because the operator changes them without a rebuild, like the rest of this file.
 
 pub mod address;
 mod caps;
 mod file;
 mod origin;
 mod rates;
+mod schedule;
 mod secret;
 mod slots;
 mod trust;
@@ -79,6 +89,10 @@ use crate::text::{self, NAME_MAX};
 pub use caps::{CapKey, Caps, KEY_NAME_MAX, KeyCap, MAX_CONCURRENCY};
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
 pub use rates::{KeyRate, MAX_BURST, MAX_PER_SECOND, MAX_RATE_COUNT, Rate, RateUnit, Rates};
+pub use schedule::{
+    CATCH_UP_MAX, EVERY_MIN, Missed, NAME_RULE, PAYLOAD_MAX, SCAN_MAX, SCHEDULE_NAME_MAX, Schedule,
+    Timing, schedule_name_rule,
+};
 pub use secret::{HostSecrets, Secret, SecretSource};
 pub use slots::{RequestPermit, RequestSlots};
 pub use trust::{CA_FILE_MAX, OutboundTrust};
@@ -322,6 +336,7 @@ pub struct Grants {
     outbound: OutboundTrust,
     caps: Caps,
     rates: Rates,
+    schedules: BTreeMap<String, Arc<Schedule>>,
 }
 
 impl Grants {
@@ -333,6 +348,7 @@ impl Grants {
             outbound: OutboundTrust::default(),
             caps: Caps::default(),
             rates: Rates::default(),
+            schedules: BTreeMap::new(),
         }
     }
 
@@ -377,6 +393,13 @@ impl Grants {
     /// The rate limits of the `[queues]` and `[jobs]` sections.
     pub fn rates(&self) -> &Rates {
         &self.rates
+    }
+
+    /// The operator's schedules (`[schedules."NAME"]`), by name, disabled ones included.
+    pub fn schedules(&self) -> impl Iterator<Item = (&str, &Arc<Schedule>)> {
+        self.schedules
+            .iter()
+            .map(|(name, schedule)| (name.as_str(), schedule))
     }
 
     /// What `https://` requests of every plugin trust.

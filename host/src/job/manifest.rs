@@ -27,6 +27,25 @@ impl Manifest {
     }
 }
 
+/// The longest job type: it travels in the AMQP `type` property, a short string.
+pub const JOB_TYPE_MAX: usize = 255;
+
+/// What a job type name must be, wherever it is written (a plugin's manifest, a schedule
+/// of the grants file): non-empty, at most [`JOB_TYPE_MAX`] bytes, without control
+/// characters; the error says which part it breaks.
+pub fn job_type_rule(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("it is empty");
+    }
+    if name.len() > JOB_TYPE_MAX {
+        return Err("it is longer than 255 bytes");
+    }
+    if name.chars().any(char::is_control) {
+        return Err("it contains control characters");
+    }
+    Ok(())
+}
+
 /// One job type of a plugin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {

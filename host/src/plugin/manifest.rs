@@ -11,7 +11,7 @@ use jobhost_sdk::{Backoff, QueueConfig, QueueType, RetryPolicy};
 
 use super::bindings::types as wit;
 use crate::broker::{MAX_HOLD_DELAY, SHORT_STRING_MAX, queue_name_rule};
-use crate::job::{JobSpec, Manifest, ManifestError};
+use crate::job::{JobSpec, Manifest, ManifestError, job_type_rule};
 use crate::text::{self, NAME_MAX};
 
 /// Turn the guest's manifest into host types, refusing what the host cannot honour.
@@ -116,15 +116,7 @@ fn job_spec(job: wit::JobConfig) -> Result<JobSpec, ManifestError> {
         name: shown(&job.name),
         reason,
     };
-    if job.name.is_empty() {
-        return Err(invalid("it is empty"));
-    }
-    if job.name.len() > SHORT_STRING_MAX {
-        return Err(invalid("it is longer than 255 bytes"));
-    }
-    if job.name.chars().any(char::is_control) {
-        return Err(invalid("it contains control characters"));
-    }
+    job_type_rule(&job.name).map_err(invalid)?;
     let owner = format!("job `{}`", job.name);
     Ok(JobSpec {
         retry: retry_policy(&owner, job.retry)?,

@@ -12,10 +12,12 @@
 //! expired hold queues. [`MemoryBackend::new`] records them for inspection, and so grows
 //! with every job: it is for tests.
 //!
-//! Operator orders (pause, resume, cancel) are kept in memory too (`control`).
+//! Operator orders (pause, resume, cancel) are kept in memory too (`control`), and so are
+//! the schedulers' lead and firing history (`schedule`).
 
 mod control;
 mod permits;
+mod schedule;
 mod state;
 mod tokens;
 mod unique;
@@ -55,6 +57,7 @@ pub struct MemoryBackend {
     orders: Arc<control::Orders>,
     permits: PermitTable,
     tokens: TokenTable,
+    schedules: Arc<schedule::Board>,
 }
 
 impl MemoryBackend {
@@ -73,6 +76,7 @@ impl MemoryBackend {
             orders: Arc::default(),
             permits: PermitTable::default(),
             tokens: TokenTable::default(),
+            schedules: Arc::default(),
         }
     }
 

@@ -63,6 +63,7 @@ mod link;
 mod nodes;
 mod options;
 mod permits;
+mod schedule;
 mod session;
 mod stream;
 mod sweep;
@@ -101,6 +102,8 @@ pub struct RabbitMqBackend {
     supervisor: JoinHandle<()>,
     sweeper: JoinHandle<()>,
     refills: tokens::Refills,
+    /// Its place among the fleet's schedulers (`schedule`).
+    seat: schedule::Seat,
 }
 
 impl RabbitMqBackend {
@@ -128,6 +131,7 @@ impl RabbitMqBackend {
             supervisor,
             sweeper,
             refills,
+            seat: schedule::Seat::default(),
         })
     }
 

@@ -1,0 +1,68 @@
+//! What `GET /schedules` shows of each schedule of the grants file: its timing, its next
+//! tick, and its last firings as the broker keeps them (when, which host, which job).
+
+use serde::{Deserialize, Serialize};
+
+use crate::broker::Firing;
+use crate::grants::{Missed, Schedule, Timing};
+
+/// One schedule, as `GET /schedules` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleView {
+    /// Its name in the grants file.
+    pub name: String,
+    /// The job type each firing enqueues.
+    pub job_type: String,
+    /// Whether it fires.
+    pub enabled: bool,
+    /// Its cron expression, if it has one.
+    pub cron: Option<String>,
+    /// The time zone of its cron expression.
+    pub tz: Option<String>,
+    /// Its period, if it has one.
+    pub every_ms: Option<u64>,
+    /// `skip`, or `catch_up N`.
+    pub missed: String,
+    /// Its next tick, in milliseconds since the Unix epoch; none when disabled or when its
+    /// cron expression never matches again.
+    pub next_ms: Option<i64>,
+    /// Its last firings, newest first.
+    pub firings: Vec<Firing>,
+}
+
+impl ScheduleView {
+    /// The view of `schedule`, called `name`, at `now_ms`, with its last `firings` (oldest
+    /// first, as the broker keeps them).
+    pub fn of(name: &str, schedule: &Schedule, now_ms: i64, mut firings: Vec<Firing>) -> Self {
+        let (cron, tz, every_ms) = match &schedule.timing {
+            Timing::Cron { cron, tz } => (
+                Some(cron.as_str().to_owned()),
+                Some(tz.name().to_owned()),
+                None,
+            ),
+            Timing::Every(period) => (
+                None,
+                None,
+                Some(u64::try_from(period.as_millis()).unwrap_or(u64::MAX)),
+            ),
+        };
+        firings.reverse();
+        Self {
+            name: name.to_owned(),
+            job_type: schedule.job_type.clone(),
+            enabled: schedule.enabled,
+            cron,
+            tz,
+            every_ms,
+            missed: match schedule.missed {
+                Missed::Skip => "skip".to_owned(),
+                Missed::CatchUp(n) => format!("catch_up {n}"),
+            },
+            next_ms: schedule
+                .enabled
+                .then(|| schedule.timing.next_after(now_ms))
+                .flatten(),
+            firings,
+        }
+    }
+}

@@ -1,0 +1,532 @@
+//! The operator's schedules: `[schedules."NAME"]` sections of the grants file, each a job
+//! type, a payload, when it fires (a cron expression in a time zone, or a fixed period) and
+//! what becomes of the ticks no host was there to fire.
+//!
+//! # Contract
+//! - A tick is an instant in milliseconds since the Unix epoch: every host computes the
+//!   same ticks from the same section, whatever its own time zone.
+//! - `every = D` ticks at the multiples of D since the Unix epoch, so hosts agree on the
+//!   ticks without talking; D is at least [`EVERY_MIN`].
+//! - `cron` is five fields (minute to day of week) or six (seconds first), read by
+//!   `croner` in the section's `tz`, an IANA name (default `UTC`). Daylight saving is
+//!   handled as Vixie cron does: a fixed local time that does not exist that day (spring
+//!   forward) fires once, at the first instant after the gap; a fixed local time that
+//!   happens twice (fall back) fires once, on its first occurrence; a wildcard or step
+//!   field (`*/15`) fires on each wall-clock match that exists, so the repeated hour
+//!   gets its matches twice and the skipped hour none.
+//! - Parsing is strict and bounded: a name of [`NAME_RULE`], a job type by the manifest's
+//!   rule, a payload of at most [`PAYLOAD_MAX`] bytes of JSON, `catch_up` at most
+//!   [`CATCH_UP_MAX`], exactly one of `cron` and `every`, no unknown key.
+
+use std::ops::Range;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone};
+use chrono_tz::Tz;
+use croner::Cron;
+use croner::parser::{CronParser, Seconds};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::job::job_type_rule;
+use crate::text::{self, NAME_MAX};
+
+/// The shortest `every`.
+pub const EVERY_MIN: Duration = Duration::from_secs(1);
+
+/// The largest payload a schedule gives its jobs, as JSON.
+pub const PAYLOAD_MAX: usize = 64 * 1024;
+
+/// The most missed ticks a schedule may catch up.
+pub const CATCH_UP_MAX: u32 = 1000;
+
+/// The longest schedule name: it is part of a queue name and of a metric label.
+pub const SCHEDULE_NAME_MAX: usize = 100;
+
+/// What a schedule's name must be.
+pub const NAME_RULE: &str = "1 to 100 ASCII letters, digits, `-`, `_` or `.`";
+
+/// One schedule of the grants file.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// The job type each firing enqueues.
+    pub job_type: String,
+    /// When it fires.
+    pub timing: Timing,
+    /// The payload of each firing's job.
+    pub payload: serde_json::Value,
+    /// What becomes of the ticks no host fired in time.
+    pub missed: Missed,
+    /// Whether it fires at all; a disabled schedule keeps its history.
+    pub enabled: bool,
+}
+
+/// When a schedule fires.
+#[derive(Debug, Clone)]
+pub enum Timing {
+    /// At every multiple of this period since the Unix epoch.
+    Every(Duration),
+    /// At each match of a cron expression, in a time zone.
+    Cron {
+        /// The parsed expression.
+        cron: Box<Cron>,
+        /// Where its fields are read.
+        tz: Tz,
+    },
+}
+
+/// What becomes of the ticks that passed while no host could fire them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missed {
+    /// They are counted as missed and never fired.
+    Skip,
+    /// The most recent N of them are fired, oldest first; older ones are counted missed.
+    CatchUp(u32),
+}
+
+impl Timing {
+    /// The first tick strictly after `after_ms`; `None` when there is none (a cron
+    /// expression that never matches again before the year 5000).
+    pub fn next_after(&self, after_ms: i64) -> Option<i64> {
+        match self {
+            Self::Every(period) => {
+                let period = i64::try_from(period.as_millis()).ok()?.max(1);
+                after_ms
+                    .div_euclid(period)
+                    .checked_add(1)?
+                    .checked_mul(period)
+            }
+            Self::Cron { cron, tz } => {
+                let after: DateTime<Tz> = tz.timestamp_millis_opt(after_ms).single()?;
+                let next = cron.find_next_occurrence(&after, false).ok()?;
+                Some(next.timestamp_millis())
+            }
+        }
+    }
+
+    /// The ticks in `(after_ms, until_ms]`: how many there are, and the last `keep` of them,
+    /// oldest first. A cron expression is searched through [`SCAN_MAX`] ticks at most, the
+    /// ones beyond counted as if they were there, because a down host of years should not
+    /// make its successor spin.
+    pub fn ticks_between(&self, after_ms: i64, until_ms: i64, keep: usize) -> (u64, Vec<i64>) {
+        if let Self::Every(period) = self {
+            let period = i64::try_from(period.as_millis()).unwrap_or(i64::MAX).max(1);
+            let count = until_ms.div_euclid(period) - after_ms.div_euclid(period);
+            let count = u64::try_from(count).unwrap_or(0);
+            let kept = count.min(keep as u64);
+            let last = until_ms.div_euclid(period);
+            let ticks = (0..kept)
+                .rev()
+                .map(|back| (last - back as i64) * period)
+                .collect();
+            return (count, ticks);
+        }
+        let mut ticks = std::collections::VecDeque::with_capacity(keep.min(64));
+        let (mut count, mut at) = (0u64, after_ms);
+        while let Some(next) = self.next_after(at).filter(|next| *next <= until_ms) {
+            count += 1;
+            if count as usize > SCAN_MAX {
+                break;
+            }
+            if ticks.len() == keep {
+                ticks.pop_front();
+            }
+            if keep > 0 {
+                ticks.push_back(next);
+            }
+            at = next;
+        }
+        (count, ticks.into())
+    }
+}
+
+/// How many ticks of a cron expression [`Timing::ticks_between`] walks through at most.
+pub const SCAN_MAX: usize = 100_000;
+
+/// A `[schedules."NAME"]` section as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Section {
+    job_type: Spanned<String>,
+    cron: Option<Spanned<String>>,
+    every: Option<Spanned<String>>,
+    tz: Option<Spanned<String>>,
+    payload: Option<Spanned<toml::Value>>,
+    missed: Option<Spanned<toml::Value>>,
+    #[serde(default = "enabled")]
+    enabled: bool,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+/// What is wrong with a section: where in the file's text, and why.
+pub(super) type Invalid = (Range<usize>, String);
+
+/// Whether `name` may name a schedule ([`NAME_RULE`]).
+pub fn schedule_name_rule(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= SCHEDULE_NAME_MAX
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "schedule name `{}`: it must be {NAME_RULE}",
+            text::bounded(name, NAME_MAX)
+        ))
+    }
+}
+
+/// The schedule `name` that `section` declares, checked as the [module doc](self) says.
+pub(super) fn parse(
+    name: &str,
+    whole: Range<usize>,
+    section: Section,
+) -> Result<Schedule, Invalid> {
+    schedule_name_rule(name).map_err(|reason| (whole.clone(), reason))?;
+    let job_type = section.job_type.get_ref();
+    job_type_rule(job_type).map_err(|reason| {
+        (
+            section.job_type.span(),
+            format!(
+                "job_type `{}` of schedule `{name}`: {reason}",
+                text::bounded(job_type, NAME_MAX)
+            ),
+        )
+    })?;
+    let tz = match &section.tz {
+        None => Tz::UTC,
+        Some(tz) => Tz::from_str(tz.get_ref()).map_err(|_| {
+            (
+                tz.span(),
+                format!(
+                    "tz `{}` of schedule `{name}`: not an IANA time zone name such as `Europe/Paris` or `UTC`",
+                    text::bounded(tz.get_ref(), NAME_MAX)
+                ),
+            )
+        })?,
+    };
+    let timing = match (&section.cron, &section.every) {
+        (Some(cron), None) => Timing::Cron {
+            cron: Box::new(parse_cron(name, cron)?),
+            tz,
+        },
+        (None, Some(every)) => {
+            if let Some(tz) = &section.tz {
+                return Err((
+                    tz.span(),
+                    format!("schedule `{name}`: `tz` applies to `cron` only, not to `every`"),
+                ));
+            }
+            Timing::Every(parse_every(name, every)?)
+        }
+        _ => {
+            return Err((
+                whole,
+                format!("schedule `{name}` must have exactly one of `cron` and `every`"),
+            ));
+        }
+    };
+    let payload = match &section.payload {
+        None => serde_json::Value::Object(serde_json::Map::new()),
+        Some(payload) => parse_payload(name, payload)?,
+    };
+    let missed = match &section.missed {
+        None => Missed::Skip,
+        Some(missed) => parse_missed(name, missed)?,
+    };
+    Ok(Schedule {
+        job_type: job_type.clone(),
+        timing,
+        payload,
+        missed,
+        enabled: section.enabled,
+    })
+}
+
+fn parse_cron(name: &str, cron: &Spanned<String>) -> Result<Cron, Invalid> {
+    let text = cron.get_ref();
+    let fields = text.split_whitespace().count();
+    let parsed = if (5..=6).contains(&fields) {
+        CronParser::builder()
+            .seconds(Seconds::Optional)
+            .build()
+            .parse(text)
+            .map_err(|err| err.to_string())
+    } else {
+        Err(format!("{fields} fields"))
+    };
+    parsed.map_err(|reason| {
+        (
+            cron.span(),
+            format!(
+                "cron `{}` of schedule `{name}`: {reason}; it must be five fields (minute hour \
+                 day-of-month month day-of-week) or six (seconds first)",
+                text::bounded(text, NAME_MAX)
+            ),
+        )
+    })
+}
+
+fn parse_every(name: &str, every: &Spanned<String>) -> Result<Duration, Invalid> {
+    let shown = || text::bounded(every.get_ref(), NAME_MAX).into_owned();
+    let period = jobhost_sdk::parse_duration(every.get_ref()).map_err(|err| {
+        (
+            every.span(),
+            format!("every `{}` of schedule `{name}`: {err}", shown()),
+        )
+    })?;
+    if period < EVERY_MIN {
+        return Err((
+            every.span(),
+            format!(
+                "every `{}` of schedule `{name}`: it must be at least {EVERY_MIN:?}",
+                shown()
+            ),
+        ));
+    }
+    Ok(period)
+}
+
+fn parse_payload(name: &str, payload: &Spanned<toml::Value>) -> Result<serde_json::Value, Invalid> {
+    let invalid = |reason: String| {
+        (
+            payload.span(),
+            format!("payload of schedule `{name}`: {reason}"),
+        )
+    };
+    let json = serde_json::to_value(payload.get_ref()).map_err(|err| invalid(err.to_string()))?;
+    let size = serde_json::to_vec(&json).map_or(usize::MAX, |bytes| bytes.len());
+    if size > PAYLOAD_MAX {
+        return Err(invalid(format!(
+            "{size} bytes of JSON; it may have at most {PAYLOAD_MAX}"
+        )));
+    }
+    Ok(json)
+}
+
+fn parse_missed(name: &str, missed: &Spanned<toml::Value>) -> Result<Missed, Invalid> {
+    let catch_up = match missed.get_ref() {
+        toml::Value::String(word) if word == "skip" => return Ok(Missed::Skip),
+        toml::Value::Table(table) if table.len() == 1 => table
+            .get("catch_up")
+            .and_then(toml::Value::as_integer)
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| (1..=CATCH_UP_MAX).contains(n)),
+        _ => None,
+    };
+    catch_up.map(Missed::CatchUp).ok_or_else(|| {
+        (
+            missed.span(),
+            format!(
+                "missed of schedule `{name}`: it must be \"skip\" or {{ catch_up = N }} with N \
+                 from 1 to {CATCH_UP_MAX}"
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use chrono::{DateTime, Utc};
+
+    use super::*;
+    use crate::grants::Grants;
+
+    fn parse_text(text: &str) -> Result<Grants, String> {
+        Grants::parse(Path::new("jobhost.toml"), text).map_err(|err| err.to_string())
+    }
+
+    fn timing(section: &str) -> Timing {
+        let grants =
+            parse_text(&format!("[schedules.s]\njob_type = \"t\"\n{section}\n")).expect("valid");
+        let (_, schedule) = grants.schedules().next().expect("one schedule");
+        schedule.timing.clone()
+    }
+
+    fn ms(utc: &str) -> i64 {
+        DateTime::parse_from_rfc3339(utc)
+            .expect("an RFC 3339 time")
+            .timestamp_millis()
+    }
+
+    fn utc(ms: i64) -> String {
+        DateTime::<Utc>::from_timestamp_millis(ms)
+            .expect("in range")
+            .to_rfc3339()
+    }
+
+    /// The ticks of `timing` from `from` to `until`, in UTC.
+    fn ticks(timing: &Timing, from: &str, until: &str) -> Vec<String> {
+        timing
+            .ticks_between(ms(from), ms(until), 1000)
+            .1
+            .into_iter()
+            .map(utc)
+            .collect()
+    }
+
+    #[test]
+    fn a_section_gets_the_documented_defaults() {
+        let grants = parse_text("[schedules.\"nightly-report\"]\njob_type = \"reports.Nightly\"\ncron = \"0 3 * * *\"\n")
+            .expect("valid");
+        let (name, schedule) = grants.schedules().next().expect("one schedule");
+        assert_eq!(name, "nightly-report");
+        assert_eq!(schedule.job_type, "reports.Nightly");
+        assert_eq!(schedule.payload, serde_json::json!({}));
+        assert_eq!(schedule.missed, Missed::Skip);
+        assert!(schedule.enabled);
+        assert!(matches!(schedule.timing, Timing::Cron { tz: Tz::UTC, .. }));
+    }
+
+    #[test]
+    fn every_field_of_a_section_is_read() {
+        let grants = parse_text(
+            "[schedules.a]\njob_type = \"t\"\nevery = \"30s\"\npayload = { kind = \"daily\", n = [1, 2] }\n\
+             missed = { catch_up = 3 }\nenabled = false\n",
+        )
+        .expect("valid");
+        let (_, a) = grants.schedules().next().expect("one schedule");
+        assert!(matches!(a.timing, Timing::Every(d) if d == Duration::from_secs(30)));
+        assert_eq!(a.payload, serde_json::json!({"kind": "daily", "n": [1, 2]}));
+        assert_eq!(a.missed, Missed::CatchUp(3));
+        assert!(!a.enabled);
+    }
+
+    #[test]
+    fn a_bad_section_is_refused_with_its_line_and_what_to_write() {
+        let cases = [
+            (
+                "[schedules.\"a b\"]\njob_type = \"t\"\nevery = \"1s\"\n",
+                "line 1: schedule name `a b`: it must be 1 to 100 ASCII",
+            ),
+            (
+                "[schedules.a]\njob_type = \"\"\nevery = \"1s\"\n",
+                "line 2: job_type `` of schedule `a`: it is empty",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\n",
+                "must have exactly one of `cron` and `every`",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\nevery = \"1s\"\ncron = \"* * * * *\"\n",
+                "exactly one of `cron` and `every`",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\nevery = \"500ms\"\n",
+                "line 3: every `500ms` of schedule `a`: it must be at least 1s",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\ncron = \"61 * * * *\"\n",
+                "line 3: cron `61 * * * *` of schedule `a`",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\ncron = \"* * *\"\n",
+                "3 fields; it must be five fields",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\ncron = \"0 3 * * *\"\ntz = \"Mars/Olympus\"\n",
+                "line 4: tz `Mars/Olympus` of schedule `a`: not an IANA time zone",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\nevery = \"1s\"\ntz = \"UTC\"\n",
+                "`tz` applies to `cron` only",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\nevery = \"1s\"\nmissed = \"all\"\n",
+                "line 4: missed of schedule `a`: it must be \"skip\" or { catch_up = N }",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\nevery = \"1s\"\nmissed = { catch_up = 0 }\n",
+                "with N from 1 to 1000",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\nevery = \"1s\"\nmissed = { catch_up = 1001 }\n",
+                "with N from 1 to 1000",
+            ),
+            (
+                "[schedules.a]\njob_type = \"t\"\nevery = \"1s\"\nat = \"3am\"\n",
+                "line 4: unknown field `at`",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = parse_text(text).expect_err(text);
+            assert!(err.contains(expected), "{text:?}: {err}");
+        }
+        let big = "x".repeat(PAYLOAD_MAX);
+        let err = parse_text(&format!(
+            "[schedules.a]\njob_type = \"t\"\nevery = \"1s\"\npayload = {{ k = \"{big}\" }}\n"
+        ))
+        .expect_err("too large");
+        assert!(
+            err.contains(
+                "line 4: payload of schedule `a`: 65544 bytes of JSON; it may have at most 65536"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn every_ticks_at_the_multiples_of_its_period_since_the_epoch() {
+        let every = timing("every = \"30s\"");
+        assert_eq!(every.next_after(0), Some(30_000));
+        assert_eq!(every.next_after(29_999), Some(30_000));
+        assert_eq!(every.next_after(30_000), Some(60_000));
+        assert_eq!(every.ticks_between(0, 95_000, 2), (3, vec![60_000, 90_000]));
+        assert_eq!(every.ticks_between(95_000, 95_000, 2), (0, vec![]));
+    }
+
+    #[test]
+    fn a_fixed_time_in_the_spring_forward_gap_fires_once_right_after_the_gap() {
+        // Europe/Paris, 2026-03-29: 02:00 CET becomes 03:00 CEST, so 02:30 does not exist.
+        let daily = timing("cron = \"30 2 * * *\"\ntz = \"Europe/Paris\"");
+        assert_eq!(
+            ticks(&daily, "2026-03-27T12:00:00Z", "2026-03-31T12:00:00Z"),
+            [
+                "2026-03-28T01:30:00+00:00", // 02:30 CET
+                "2026-03-29T01:00:00+00:00", // 03:00 CEST, the first instant after the gap
+                "2026-03-30T00:30:00+00:00", // 02:30 CEST
+                "2026-03-31T00:30:00+00:00",
+            ]
+        );
+        let half_hourly = timing("cron = \"*/30 * * * *\"\ntz = \"Europe/Paris\"");
+        assert_eq!(
+            ticks(&half_hourly, "2026-03-29T00:15:00Z", "2026-03-29T01:45:00Z"),
+            [
+                "2026-03-29T00:30:00+00:00", // 01:30 CET
+                "2026-03-29T01:00:00+00:00", // 03:00 CEST: 02:00 and 02:30 never were
+                "2026-03-29T01:30:00+00:00", // 03:30 CEST
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fixed_time_in_the_fall_back_hour_fires_once_on_its_first_occurrence() {
+        // Europe/Paris, 2026-10-25: 03:00 CEST becomes 02:00 CET, so 02:30 happens twice.
+        let daily = timing("cron = \"30 2 * * *\"\ntz = \"Europe/Paris\"");
+        assert_eq!(
+            ticks(&daily, "2026-10-24T12:00:00Z", "2026-10-26T12:00:00Z"),
+            [
+                "2026-10-25T00:30:00+00:00", // 02:30 CEST, the first; not 01:30 UTC (02:30 CET)
+                "2026-10-26T01:30:00+00:00", // 02:30 CET
+            ]
+        );
+        let half_hourly = timing("cron = \"*/30 * * * *\"\ntz = \"Europe/Paris\"");
+        assert_eq!(
+            ticks(&half_hourly, "2026-10-24T23:45:00Z", "2026-10-25T01:45:00Z"),
+            [
+                "2026-10-25T00:00:00+00:00", // 02:00 CEST
+                "2026-10-25T00:30:00+00:00", // 02:30 CEST
+                "2026-10-25T01:00:00+00:00", // 02:00 CET: a wildcard matches each wall time
+                "2026-10-25T01:30:00+00:00", // 02:30 CET
+            ]
+        );
+    }
+}
