@@ -18,6 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::Utc;
+
 /// The moment a job expires, in milliseconds since the Unix epoch; see the [module
 /// doc](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -58,7 +60,7 @@ impl Deadline {
 /// RFC 3339 in UTC, to the second: `2026-12-07T08:01:02Z`.
 impl fmt::Display for Deadline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        utc(self.0, f)
+        Utc(self.0).fmt(f)
     }
 }
 
@@ -105,7 +107,7 @@ impl fmt::Display for Expired {
             Start::Retry { .. } => f.write_str("its retry would start at ")?,
             Start::Deferral => f.write_str("its deferral would end at ")?,
         }
-        utc(self.at_ms, f)?;
+        Utc(self.at_ms).fmt(f)?;
         write!(f, ", ")?;
         late(self.late_by(), f)?;
         write!(f, " after its deadline {}", self.deadline)?;
@@ -130,31 +132,6 @@ pub(crate) fn now_ms() -> u64 {
 /// saturating at `u64::MAX`.
 pub(crate) fn now_plus(later: Duration) -> u64 {
     now_ms().saturating_add(u64::try_from(later.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// `ms` since the Unix epoch as RFC 3339 in UTC, to the second. Any `u64` renders, years
-/// past 9999 with more digits, because a deadline comes from whoever enqueued the job.
-fn utc(ms: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let seconds = ms / 1000;
-    let (days, of_day) = (seconds / 86_400, seconds % 86_400);
-    // Howard Hinnant's `civil_from_days`, in unsigned arithmetic because no day precedes
-    // the epoch here: `days` is at most about 2.1e11, far from overflowing a `u64`.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    write!(
-        f,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60
-    )
 }
 
 /// A lateness in its two largest units, as people say it: `250ms`, `3m`, `1h5m`, `2d3h`.

@@ -11,6 +11,7 @@
 //!   after it.
 //! - [`Operator`], [`Cancellation`]: who gave an operator command and when, as a cancelled
 //!   job shows it.
+//! - [`Utc`]: a moment as the log, dead letters and the CLI show it.
 //! - [`MAX_HOLD_DELAY`], [`DelayTooLong`]: how long a job can wait in a hold queue.
 
 mod delay;
@@ -20,12 +21,14 @@ mod manifest;
 mod operator;
 mod plugin_change;
 mod settled;
+mod utc;
 
 pub use delay::{DelayTooLong, MAX_HOLD_DELAY};
 pub use expiry::{Deadline, Expired, Start};
 pub(crate) use expiry::{now_ms, now_plus};
 pub use invocation::{FollowUp, Invocation, Outcome};
 pub use manifest::{JOB_TYPE_MAX, JobSpec, Manifest, ManifestError, job_type_rule};
-pub use operator::{Cancellation, OPERATOR_MAX, Operator, Utc};
+pub use operator::{Cancellation, OPERATOR_MAX, Operator};
 pub use plugin_change::PluginChange;
 pub use settled::{DeadCause, Delayed, JobRef, Observer, Settled, SettledJob, Throttle};
+pub use utc::Utc;

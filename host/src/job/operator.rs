@@ -16,6 +16,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use jobhost_sdk::text::is_escaped;
 
+use super::Utc;
+
 /// The longest [`Operator`], in bytes: room for `user@host.domain`, not for a payload.
 pub const OPERATOR_MAX: usize = 128;
 
@@ -80,40 +82,6 @@ impl fmt::Display for Cancellation {
     }
 }
 
-/// Milliseconds since the Unix epoch, shown as RFC 3339 UTC to the second.
-#[derive(Debug, Clone, Copy)]
-pub struct Utc(pub u64);
-
-impl fmt::Display for Utc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.0 / 1000;
-        let (days, rest) = (secs / 86_400, secs % 86_400);
-        let (year, month, day) = civil_from_days(days);
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-            rest / 3600,
-            rest % 3600 / 60,
-            rest % 60
-        )
-    }
-}
-
-/// The calendar date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`),
-/// because the host has no calendar crate and needs this one conversion.
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,8 +96,6 @@ mod tests {
             cancellation.to_string(),
             "cancelled by alice@host at 2026-12-07T08:01:02Z"
         );
-        assert_eq!(Utc(0).to_string(), "1970-01-01T00:00:00Z");
-        assert_eq!(Utc(951_782_400_000).to_string(), "2000-02-29T00:00:00Z");
     }
 
     #[test]
