@@ -180,6 +180,13 @@ async fn a_fleet_fires_each_tick_once_through_a_sigkill_of_its_leader_and_a_rest
     let history = history_queue_name(&schedule);
     // The leader queue too, with its token: no fleet but this test's uses this broker's.
     let _history = Cleanup::new(&[&history, LEADER_QUEUE]);
+    // The ledger fixture's queues, which the hosts declare; dropped after the hosts are.
+    let _fixture = Cleanup::new(&[
+        "test.ledger.work",
+        "test.ledger.work.dead",
+        "test.ledger.done",
+        "test.ledger.done.dead",
+    ]);
     let started_ms = now_ms();
 
     let mut hosts = vec![start(&grants), start(&grants)];
