@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use lapin::message::Delivery as AmqpDelivery;
-use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions, QueuePurgeOptions};
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::options::{BasicAckOptions, BasicGetOptions, QueuePurgeOptions};
+use lapin::types::AMQPValue;
 use lapin::{BasicProperties, Channel};
 use uuid::Uuid;
 
@@ -25,7 +25,7 @@ impl DeadLetters for RabbitMqBackend {
         let dead = dead_letter_queue_name(queue);
         let session = self.admin_session(queue).await?;
         let channel = session.channel().await.map_err(lost)?;
-        let present = present(&channel, &dead).await?;
+        let present = present(&session, &dead).await?;
         let mut listing = Listing::new(u64::from(present));
         // Past the byte cap letters are still read up to the limit, so that a listing of
         // a queue of at most `limit` letters moves each of them once and keeps its order.
@@ -44,7 +44,7 @@ impl DeadLetters for RabbitMqBackend {
         let session = self.admin_session(queue).await?;
         let channel = session.channel().await.map_err(lost)?;
         let mut outcome = Replayed::default();
-        for _ in 0..present(&channel, &dead).await? {
+        for _ in 0..present(&session, &dead).await? {
             let Some(message) = get(&channel, &dead).await? else {
                 break;
             };
@@ -90,7 +90,7 @@ impl DeadLetters for RabbitMqBackend {
         let dead = dead_letter_queue_name(queue);
         let session = self.admin_session(queue).await?;
         let channel = session.channel().await.map_err(lost)?;
-        for _ in 0..present(&channel, &dead).await? {
+        for _ in 0..present(&session, &dead).await? {
             let Some(message) = get(&channel, &dead).await? else {
                 break;
             };
@@ -196,17 +196,10 @@ fn text(value: &AMQPValue) -> String {
     }
 }
 
-/// How many messages `queue` holds now.
-async fn present(channel: &Channel, queue: &str) -> Result<u32, BrokerError> {
-    let passive = QueueDeclareOptions {
-        passive: true,
-        ..QueueDeclareOptions::default()
-    };
-    let declared = channel
-        .queue_declare(queue.into(), passive, FieldTable::default())
-        .await
-        .map_err(|error| failed(Failure::classify(queue, error)))?;
-    Ok(declared.message_count())
+/// How many messages `queue` holds now; none when it is gone.
+pub(super) async fn present(session: &Session, queue: &str) -> Result<u32, BrokerError> {
+    let present = session.messages_in(queue).await.map_err(failed)?;
+    Ok(present.unwrap_or(0))
 }
 
 async fn get(channel: &Channel, queue: &str) -> Result<Option<AmqpDelivery>, BrokerError> {

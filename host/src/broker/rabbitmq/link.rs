@@ -26,7 +26,7 @@ use tokio::time::{Instant, sleep, timeout_at};
 use tokio_util::task::TaskTracker;
 
 use super::RabbitMqOptions;
-use super::depth::HoldQueues;
+use super::holds::Holds;
 use super::nodes::Nodes;
 use super::session::{Failure, Session};
 use crate::broker::BrokerError;
@@ -55,8 +55,8 @@ pub(super) struct Link {
     state: watch::Sender<State>,
     /// Every work queue declared through this link, re-declared after a reconnect.
     topology: Mutex<Vec<QueueConfig>>,
-    /// The hold queues published into, whose messages a depth counts.
-    pub(super) holds: HoldQueues,
+    /// The hold queues published into: declared, counted and swept through it.
+    pub(super) holds: Holds,
     /// The settling tasks of the consumers' channels (see `acks`), which closing waits for.
     pub(super) settling: TaskTracker,
     wake: Notify,
@@ -92,7 +92,7 @@ impl Link {
             options,
             state: watch::Sender::new(State::Up(Arc::new(session))),
             topology: Mutex::new(Vec::new()),
-            holds: HoldQueues::default(),
+            holds: Holds::default(),
             settling: TaskTracker::new(),
             wake: Notify::new(),
         }))

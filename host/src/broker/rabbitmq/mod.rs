@@ -59,6 +59,7 @@ mod batch;
 mod codec;
 mod consumer;
 mod depth;
+mod holds;
 mod link;
 mod nodes;
 mod options;
@@ -72,7 +73,7 @@ mod unique;
 mod url;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use jobhost_sdk::QueueConfig;
 use tokio::task::JoinHandle;
@@ -233,16 +234,21 @@ impl Backend for RabbitMqBackend {
             .known(&envelope.queue)
             .ok_or_else(|| BrokerError::UnknownQueue(envelope.queue.clone()))?;
         let (config, hold, body, properties) = (&config, &hold, &body, &properties);
+        let holds = &self.link.holds;
         let held = || {
             self.link.run(|session| async move {
-                session.declare_hold_queue(config, hold).await?;
+                let sent = Instant::now();
+                if !holds.covered(hold, session.generation, sent) {
+                    session.declare_hold_queue(config, hold).await?;
+                    holds.declared(&config.name, hold, session.generation, sent);
+                }
                 session.publish(&hold.name, body, properties.clone()).await
             })
         };
         let result = match held().await {
             Err(BrokerError::Unroutable { .. }) => {
                 tracing::warn!(queue = %hold.name, "a hold queue was gone; declaring it again");
-                self.link.session().await?.forget_hold_queue(hold);
+                holds.forget_declaration(hold);
                 held().await
             }
             result => result,

@@ -187,7 +187,7 @@ async fn make(session: &Session, permits: &Permits) -> Result<(), Failure> {
 
 /// Under the lock: declare the permit queue and publish its permits, unless it exists.
 async fn fill(session: &Session, permits: &Permits) -> Result<(), Failure> {
-    if exists(session, &permits.name).await? {
+    if session.messages_in(&permits.name).await?.is_some() {
         return Ok(());
     }
     let channel = session.channel().await.map_err(Failure::Lost)?;
@@ -209,23 +209,6 @@ async fn fill(session: &Session, permits: &Permits) -> Result<(), Failure> {
     .await?;
     tracing::debug!(queue = %permits.name, limit = permits.limit, "permit queue made");
     Ok(())
-}
-
-/// Whether `queue` exists, asked on a channel of its own (a missing queue closes it).
-async fn exists(session: &Session, queue: &str) -> Result<bool, Failure> {
-    let channel = session.channel().await.map_err(Failure::Lost)?;
-    let passive = QueueDeclareOptions {
-        passive: true,
-        ..QueueDeclareOptions::default()
-    };
-    match channel
-        .queue_declare(queue.into(), passive, FieldTable::default())
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(error) if error.is_amqp_soft_error() => Ok(false),
-        Err(error) => Err(Failure::Lost(error)),
-    }
 }
 
 /// The permit queue's arguments: never more than `limit` ready, whoever publishes, and

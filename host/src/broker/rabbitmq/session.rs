@@ -2,13 +2,12 @@
 //! outlives its connection: when the connection drops, the supervisor opens a new
 //! session and the old one is discarded with everything opened on it.
 
-use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jobhost_sdk::{QueueConfig, QueueType};
-use lapin::options::ConfirmSelectOptions;
+use lapin::options::{ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -104,8 +103,6 @@ pub(super) struct Session {
     /// Idle channels for declarations: each declaration takes its own, because a
     /// refused one closes its channel, and nothing else must be on it then.
     spare: Mutex<Vec<Channel>>,
-    /// When each hold queue's last declaration on this session was sent.
-    holds: Mutex<HashMap<String, Instant>>,
     /// Idle channels for taking permits: each holds nothing while here (see `permits`).
     permit_channels: Mutex<Vec<Channel>>,
     /// Held while this session makes a permit queue, because the broker's lock (an
@@ -149,7 +146,6 @@ impl Session {
             publishers: Arc::new(Mutex::new(Vec::new())),
             publishing: Arc::new(Semaphore::new(options.publisher_channels)),
             spare: Mutex::new(Vec::new()),
-            holds: Mutex::new(HashMap::new()),
             permit_channels: Mutex::new(Vec::new()),
             making_permits: tokio::sync::Mutex::new(()),
         })
@@ -238,47 +234,39 @@ impl Session {
             .await
     }
 
-    /// Declare (and so keep alive) the hold queue in front of `config`'s work queue, unless
-    /// a declaration sent on this session less than half a delay ago still covers it.
-    ///
-    /// Because only a declaration, not a publish, resets a hold queue's expiry, a message
-    /// published at `t` needs the queue to live until `t + ttl`, and a declaration keeps it
-    /// until `2 * ttl` after it. One sent less than `ttl / 2` before `t` therefore covers
-    /// the message with half a delay to spare, and saves a broker round trip per retry.
+    /// Declare (and so keep alive) the hold queue in front of `config`'s work queue; the
+    /// backend's hold-queue registry says when a declaration is due (see `holds`).
     pub(super) async fn declare_hold_queue(
         &self,
         config: &QueueConfig,
         hold: &HoldQueue,
     ) -> Result<(), Failure> {
-        let sent = Instant::now();
-        let fresh = Duration::from_millis(hold.ttl_ms / 2);
-        let covered = self
-            .holds
-            .lock()
-            .expect("hold declarations poisoned")
-            .get(&hold.name)
-            .is_some_and(|declared| sent.duration_since(*declared) < fresh);
-        if covered {
-            return Ok(());
-        }
         self.declare(&hold.name, config, hold_queue_arguments(config, hold))
-            .await?;
-        // Recorded only once confirmed, so a concurrent publish never skips a declaration
-        // that has not reached the broker yet.
-        self.holds
-            .lock()
-            .expect("hold declarations poisoned")
-            .insert(hold.name.clone(), sent);
-        Ok(())
+            .await
     }
 
-    /// Forget that `hold` was declared, so the next publish declares it again: the broker
-    /// returned a publish to it, so it is gone (deleted, or expired behind our back).
-    pub(super) fn forget_hold_queue(&self, hold: &HoldQueue) {
-        self.holds
-            .lock()
-            .expect("hold declarations poisoned")
-            .remove(&hold.name);
+    /// How many messages `queue` holds, asked by a passive declaration, which takes
+    /// nothing off it; `None` when the broker says there is no such queue (`NOT_FOUND`,
+    /// which closes the channel it came on, so only a channel that answered is kept).
+    pub(super) async fn messages_in(&self, queue: &str) -> Result<Option<u32>, Failure> {
+        let channel = self.spare_channel().await.map_err(Failure::Lost)?;
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        match channel
+            .queue_declare(queue.into(), passive, FieldTable::default())
+            .await
+        {
+            Ok(declared) => {
+                self.return_spare(channel);
+                Ok(Some(declared.message_count()))
+            }
+            Err(error) => match Failure::classify(queue, error) {
+                Failure::Final(_) => Ok(None),
+                lost => Err(lost),
+            },
+        }
     }
 
     /// Declare `queue`, one of the queues of `config`'s topology.

@@ -67,22 +67,8 @@ impl Control for RabbitMqBackend {
         check_queue_name(queue)?;
         let marker = &paused_marker_name(queue);
         self.link
-            .run(|session| async move {
-                let channel = session.channel().await.map_err(Failure::Lost)?;
-                let passive = QueueDeclareOptions {
-                    passive: true,
-                    ..QueueDeclareOptions::default()
-                };
-                match channel
-                    .queue_declare(marker.as_str().into(), passive, FieldTable::default())
-                    .await
-                {
-                    Ok(_) => Ok(true),
-                    // `NOT_FOUND`: no marker, not paused (and the channel is closed).
-                    Err(error) if error.is_amqp_soft_error() => Ok(false),
-                    Err(error) => Err(Failure::Lost(error)),
-                }
-            })
+            // No marker, not paused.
+            .run(|session| async move { Ok(session.messages_in(marker).await?.is_some()) })
             .await
     }
 

@@ -33,7 +33,6 @@
 //!   and so does the backend's outage timeout. A head taken and not yet acked goes back to
 //!   the queue, and the next sweep tries again.
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -41,15 +40,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
 use lapin::{BasicProperties, Channel};
 
-use super::depth::MAX_HOLD_QUEUES;
+use super::holds::{Found, Hold, OVERDUE_GRACE, Seen};
 use super::link::Link;
 use super::session::{Failure, Session};
-use crate::broker::HoldQueue;
-
-/// How much longer than its delay a message must have been held before the sweeper
-/// releases it: well above the broker's own lateness under load, so the sweeper never
-/// races a healthy hold queue, and above the second the `timestamp` rounds away.
-pub(super) const OVERDUE_GRACE: Duration = Duration::from_secs(5);
 
 /// The most messages one sweep releases from one hold queue, so one stuck queue with a
 /// long backlog does not keep the others waiting for their sweep.
@@ -61,23 +54,21 @@ const DELIVERY_COUNT: &str = "x-delivery-count";
 
 /// Sweep the hold queues of `link` until it is closed.
 pub(super) async fn sweep(link: Arc<Link>) {
-    let mut watched = Watched::default();
     loop {
         tokio::time::sleep(link.options.hold_sweep_interval).await;
         // An error here means the link was closed; an outage is waited out.
         let Ok(session) = link.session().await else {
             return;
         };
-        watched.add(link.holds.live(), Instant::now());
-        for watch in watched.0.values_mut() {
+        for mut watch in link.holds.to_sweep() {
             // Bounded, because a queue without a leader can leave a get or a confirm
             // unanswered, and the other queues must not wait for it; dropping the sweep
             // drops its channel, which hands back what it took.
             let limit = link.options.outage_timeout;
-            match tokio::time::timeout(limit, sweep_queue(&session, watch)).await {
+            match tokio::time::timeout(limit, sweep_queue(&session, &mut watch)).await {
                 Ok(Ok(swept)) => {
-                    watch.found(swept.found, Instant::now());
-                    report(&link, watch, swept.released);
+                    watch.seen.found(swept.found, Instant::now());
+                    report(&link, &watch, swept.released);
                 }
                 Ok(Err(error)) => {
                     tracing::debug!(hold = %watch.hold.name, ?error, "sweeping a hold queue failed; the next sweep tries again");
@@ -86,13 +77,13 @@ pub(super) async fn sweep(link: Arc<Link>) {
                     tracing::debug!(hold = %watch.hold.name, ?limit, "sweeping a hold queue took too long; the next sweep tries again");
                 }
             }
+            link.holds.swept(&watch.hold, watch.seen);
         }
-        let now = Instant::now();
-        watched.0.retain(|_, watch| !watch.done(now));
+        link.holds.prune(Instant::now());
     }
 }
 
-fn report(link: &Link, watch: &Watch, released: usize) {
+fn report(link: &Link, watch: &Hold, released: usize) {
     if released == 0 {
         return;
     }
@@ -116,20 +107,8 @@ struct Swept {
     found: Found,
 }
 
-/// What a get from a hold queue found.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum Found {
-    /// A head, released or handed back.
-    #[default]
-    Head,
-    /// Nothing ready.
-    Empty,
-    /// No queue: it expired or was deleted.
-    Gone,
-}
-
 /// Release the overdue heads of `watch`'s hold queue onto its work queue.
-async fn sweep_queue(session: &Session, watch: &mut Watch) -> Result<Swept, Failure> {
+async fn sweep_queue(session: &Session, watch: &mut Hold) -> Result<Swept, Failure> {
     let channel = session.channel().await.map_err(Failure::Lost)?;
     let swept = release_overdue(session, &channel, watch).await;
     // Closing hands back anything taken and not acked, should a step above have failed.
@@ -142,7 +121,7 @@ async fn sweep_queue(session: &Session, watch: &mut Watch) -> Result<Swept, Fail
 async fn release_overdue(
     session: &Session,
     channel: &Channel,
-    watch: &mut Watch,
+    watch: &mut Hold,
 ) -> Result<Swept, Failure> {
     let due = Duration::from_millis(watch.hold.ttl_ms) + OVERDUE_GRACE;
     let mut swept = Swept::default();
@@ -168,7 +147,7 @@ async fn release_overdue(
         };
         let head = taken.delivery;
         let now = (SystemTime::now(), Instant::now());
-        if watch.held_for(&head.properties, &head.data, now) <= due {
+        if held_for(&mut watch.seen, &head.properties, &head.data, now) <= due {
             head.acker
                 .nack(BasicNackOptions {
                     requeue: true,
@@ -208,122 +187,25 @@ fn released_properties(held: &BasicProperties) -> BasicProperties {
     properties
 }
 
-/// The hold queues being swept, by name. A queue joins when the backend publishes into
-/// it and leaves once it is gone or has stayed empty for a whole delay and grace
-/// ([`Watch::done`]), and not before: a queue that stopped expiring is kept alive by the
-/// sweeps' gets, and must be swept until it is empty even when nothing is published into
-/// it any more.
-///
-/// Bounded like the list it comes from, at [`MAX_HOLD_QUEUES`] per work queue: a guest
-/// that defers by ever new delays must not make each sweep longer without end. Beyond
-/// the bound, the queues published into longest ago are let go.
-#[derive(Debug, Default)]
-struct Watched(HashMap<String, Watch>);
-
-impl Watched {
-    /// Watch the hold queues of `live`, the ones published into lately, as of `now`.
-    fn add(&mut self, live: Vec<(String, HoldQueue)>, now: Instant) {
-        for (queue, hold) in live {
-            let watch = self
-                .0
-                .entry(hold.name.clone())
-                .or_insert_with(|| Watch::new(queue, hold));
-            watch.listed = now;
-        }
-        self.bound();
+/// How long the head with `properties` and `body` has been held at least: since its
+/// timestamp, or else since this sweeper first saw it at the head. `now` is the wall
+/// clock and the monotonic clock read together.
+fn held_for(
+    seen: &mut Seen,
+    properties: &BasicProperties,
+    body: &[u8],
+    (wall, now): (SystemTime, Instant),
+) -> Duration {
+    if let Some(held) = stamped_age(properties, wall) {
+        seen.head = None;
+        return held;
     }
-
-    fn bound(&mut self) {
-        let mut by_queue: HashMap<&str, Vec<(Instant, &str)>> = HashMap::new();
-        for (name, watch) in &self.0 {
-            by_queue
-                .entry(watch.queue.as_str())
-                .or_default()
-                .push((watch.listed, name.as_str()));
-        }
-        let mut dropped = Vec::new();
-        for holds in by_queue.values_mut() {
-            if holds.len() > MAX_HOLD_QUEUES {
-                holds.sort_unstable();
-                let excess = holds.len() - MAX_HOLD_QUEUES;
-                dropped.extend(holds[..excess].iter().map(|(_, name)| (*name).to_owned()));
-            }
-        }
-        for name in dropped {
-            self.0.remove(&name);
-        }
-    }
-}
-
-/// One hold queue being swept.
-#[derive(Debug)]
-struct Watch {
-    /// The work queue it releases onto.
-    queue: String,
-    hold: HoldQueue,
-    /// The head without a usable timestamp seen last, by a hash of its body, and when
-    /// the sweeper first saw it at the head.
-    head: Option<(u64, Instant)>,
-    /// Since when every sweep found it empty, or that one found it gone.
-    empty: Option<(Instant, Found)>,
-    /// When it was last among the hold queues published into lately.
-    listed: Instant,
-}
-
-impl Watch {
-    fn new(queue: String, hold: HoldQueue) -> Self {
-        Self {
-            queue,
-            hold,
-            head: None,
-            empty: None,
-            listed: Instant::now(),
-        }
-    }
-
-    /// A sweep at `now` found what `found` says.
-    fn found(&mut self, found: Found, now: Instant) {
-        match found {
-            Found::Head => self.empty = None,
-            Found::Empty => {
-                self.empty.get_or_insert((now, Found::Empty));
-            }
-            Found::Gone => self.empty = Some((now, Found::Gone)),
-        }
-    }
-
-    /// Whether, at `now`, it needs no more sweeps until a publish into it: it is gone, or
-    /// it has been found empty for longer than a message that was out (with another
-    /// host's sweeper, or on its way back) could stay away without being overdue by then.
-    fn done(&self, now: Instant) -> bool {
-        let quiet = Duration::from_millis(self.hold.ttl_ms) + OVERDUE_GRACE;
-        match self.empty {
-            Some((_, Found::Gone)) => true,
-            Some((since, _)) => now.duration_since(since) > quiet,
-            None => false,
-        }
-    }
-
-    /// How long the head with `properties` and `body` has been held at least: since its
-    /// timestamp, or else since this sweeper first saw it at the head. `now` is the wall
-    /// clock and the monotonic clock read together.
-    fn held_for(
-        &mut self,
-        properties: &BasicProperties,
-        body: &[u8],
-        (wall, now): (SystemTime, Instant),
-    ) -> Duration {
-        if let Some(held) = stamped_age(properties, wall) {
-            self.head = None;
-            return held;
-        }
-        let key = body_hash(body);
-        match self.head {
-            Some((seen, since)) if seen == key => now.duration_since(since),
-            _ => {
-                self.head = Some((key, now));
-                Duration::ZERO
-            }
+    let key = body_hash(body);
+    match seen.head {
+        Some((hash, since)) if hash == key => now.duration_since(since),
+        _ => {
+            seen.head = Some((key, now));
+            Duration::ZERO
         }
     }
 }
@@ -350,14 +232,6 @@ mod tests {
 
     use super::super::RabbitMqOptions;
 
-    fn watch() -> Watch {
-        let hold = HoldQueue {
-            name: "q.deferred.1000".to_owned(),
-            ttl_ms: 1000,
-        };
-        Watch::new("q".to_owned(), hold)
-    }
-
     fn stamped(timestamp: Option<u64>) -> BasicProperties {
         let properties = BasicProperties::default();
         match timestamp {
@@ -371,142 +245,56 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_found_empty_is_swept_on_until_it_has_been_empty_for_its_delay_and_the_grace() {
-        let mut watch = watch();
-        let quiet = Duration::from_millis(1000) + OVERDUE_GRACE;
-        let first = Instant::now();
-        watch.found(Found::Empty, first);
-        watch.found(Found::Empty, first + quiet);
-        assert!(!watch.done(first + quiet), "a head may still be out");
-        let after = first + quiet + Duration::from_millis(1);
-        assert!(watch.done(after));
-    }
-
-    #[test]
-    fn a_head_found_again_starts_the_quiet_time_over() {
-        let mut watch = watch();
-        let quiet = Duration::from_millis(1000) + OVERDUE_GRACE;
-        let first = Instant::now();
-        watch.found(Found::Empty, first);
-        // Its head was out with another host's sweeper, and came back.
-        watch.found(Found::Head, first + quiet);
-        let later = first + quiet + Duration::from_secs(1);
-        watch.found(Found::Empty, later);
-        assert!(!watch.done(later + quiet));
-        assert!(watch.done(later + quiet + Duration::from_millis(1)));
-    }
-
-    #[test]
-    fn a_queue_found_gone_needs_no_more_sweeps() {
-        let mut watch = watch();
-        let now = Instant::now();
-        watch.found(Found::Gone, now);
-        assert!(watch.done(now));
-    }
-
-    #[test]
     fn a_stamped_head_has_been_held_since_its_timestamp() {
         let now = (at(1_042), Instant::now());
-        let held = watch().held_for(&stamped(Some(1_000)), b"a", now);
+        let held = held_for(&mut Seen::default(), &stamped(Some(1_000)), b"a", now);
         assert_eq!(held, Duration::from_secs(42));
     }
 
     #[test]
     fn an_unstamped_head_counts_as_held_since_it_was_first_seen_at_the_head() {
-        let mut watch = watch();
+        let mut seen = Seen::default();
         let (wall, first) = (at(5_000), Instant::now());
         assert_eq!(
-            watch.held_for(&stamped(None), b"a", (wall, first)),
+            held_for(&mut seen, &stamped(None), b"a", (wall, first)),
             Duration::ZERO
         );
         let later = first + Duration::from_secs(30);
         assert_eq!(
-            watch.held_for(&stamped(None), b"a", (wall, later)),
+            held_for(&mut seen, &stamped(None), b"a", (wall, later)),
             Duration::from_secs(30)
         );
     }
 
     #[test]
     fn another_head_starts_its_own_count() {
-        let mut watch = watch();
+        let mut seen = Seen::default();
         let (wall, first) = (at(5_000), Instant::now());
-        watch.held_for(&stamped(None), b"a", (wall, first));
+        held_for(&mut seen, &stamped(None), b"a", (wall, first));
         let later = (wall, first + Duration::from_secs(30));
-        assert_eq!(watch.held_for(&stamped(None), b"b", later), Duration::ZERO);
+        assert_eq!(
+            held_for(&mut seen, &stamped(None), b"b", later),
+            Duration::ZERO
+        );
     }
 
     #[test]
     fn a_timestamp_in_the_future_or_beyond_any_clock_counts_as_none() {
         for timestamp in [9_999, u64::MAX] {
-            let mut watch = watch();
+            let mut seen = Seen::default();
             let first = Instant::now();
             let later = first + Duration::from_secs(9);
             let head = stamped(Some(timestamp));
             assert_eq!(
-                watch.held_for(&head, b"a", (at(5_000), first)),
+                held_for(&mut seen, &head, b"a", (at(5_000), first)),
                 Duration::ZERO
             );
             assert_eq!(
-                watch.held_for(&head, b"a", (at(5_000), later)),
+                held_for(&mut seen, &head, b"a", (at(5_000), later)),
                 Duration::from_secs(9),
                 "timestamp {timestamp}"
             );
         }
-    }
-
-    #[test]
-    fn a_hold_queue_published_into_again_is_watched_once_with_what_it_had_seen() {
-        let mut watched = Watched::default();
-        let hold = watch().hold;
-        watched.add(vec![("q".to_owned(), hold.clone())], Instant::now());
-        let first = (at(1), Instant::now());
-        let entry = watched.0.get_mut(&hold.name).expect("watched");
-        entry.held_for(&stamped(None), b"a", first);
-        watched.add(vec![("q".to_owned(), hold.clone())], Instant::now());
-        assert_eq!(watched.0.len(), 1);
-        let later = (at(1), first.1 + Duration::from_secs(3));
-        let entry = watched.0.get_mut(&hold.name).expect("watched");
-        assert_eq!(
-            entry.held_for(&stamped(None), b"a", later),
-            Duration::from_secs(3)
-        );
-    }
-
-    #[test]
-    fn at_most_the_bound_of_hold_queues_per_work_queue_is_watched_the_latest_kept() {
-        let mut watched = Watched::default();
-        let start = Instant::now();
-        let hold = |queue: &str, n: u64| {
-            let hold = HoldQueue {
-                name: format!("{queue}.deferred.{n}"),
-                ttl_ms: n,
-            };
-            (queue.to_owned(), hold)
-        };
-        for n in 1..=(MAX_HOLD_QUEUES as u64 + 5) {
-            let listed = start + Duration::from_millis(n);
-            watched.add(vec![hold("q", n)], listed);
-        }
-        watched.add(vec![hold("other", 1)], start);
-        let of = |queue: &str| {
-            let prefix = format!("{queue}.");
-            watched
-                .0
-                .keys()
-                .filter(|name| name.starts_with(&prefix))
-                .count()
-        };
-        assert_eq!(of("q"), MAX_HOLD_QUEUES);
-        assert_eq!(of("other"), 1, "each work queue has its own bound");
-        assert!(
-            watched
-                .0
-                .contains_key(&format!("q.deferred.{}", MAX_HOLD_QUEUES + 5))
-        );
-        assert!(
-            !watched.0.contains_key("q.deferred.1"),
-            "the oldest is let go"
-        );
     }
 
     #[test]

@@ -136,7 +136,7 @@ async fn holder_of(
             None => {}
         }
         let held = link
-            .run(|session| async move { messages(&session, lock.name()).await })
+            .run(|session| async move { Ok(session.messages_in(lock.name()).await?.unwrap_or(0)) })
             .await?;
         if held == 0 {
             return Ok(None);
@@ -228,26 +228,6 @@ async fn get(channel: &Channel, queue: &str) -> Result<Option<lapin::message::De
         Ok(got) => Ok(got.map(|message| message.delivery)),
         Err(error) => match Failure::classify(queue, error) {
             Failure::Final(_) => Ok(None),
-            lost => Err(lost),
-        },
-    }
-}
-
-/// How many messages `queue` holds; 0 when it is gone.
-async fn messages(session: &Session, queue: &str) -> Result<u32, Failure> {
-    let channel = session.channel().await.map_err(Failure::Lost)?;
-    let passive = QueueDeclareOptions {
-        passive: true,
-        ..QueueDeclareOptions::default()
-    };
-    let declared = channel
-        .queue_declare(queue.into(), passive, FieldTable::default())
-        .await;
-    close(&channel).await;
-    match declared {
-        Ok(queue) => Ok(queue.message_count()),
-        Err(error) => match Failure::classify(queue, error) {
-            Failure::Final(_) => Ok(0),
             lost => Err(lost),
         },
     }
