@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use jobhost::admin::api::{
-    BackoffView, BindingView, CapView, DeadLetterList, EnqueueRequest, GrantsView, PluginView,
-    PolicyReport, PolicyView, PurgeReport, RateView, UniqueRequest, millis,
+    BackoffView, BindingView, CapView, DeadLetterList, EnqueueRequest, Enqueued, GrantsView,
+    PluginView, PolicyReport, PolicyView, PurgeReport, RateView, UniqueRequest, millis,
 };
 use jobhost::admin::{self, AdminClient};
 use jobhost::broker::{DeadLetters, RabbitMqBackend, RabbitMqOptions};
@@ -74,6 +74,12 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
     if args.client.json {
         return print_json(&enqueued);
     }
+    println!("{}", enqueued_line(&args.job_type, &enqueued));
+    Ok(())
+}
+
+/// What `jobhost enqueue` says of the job it enqueued.
+fn enqueued_line(job_type: &str, enqueued: &Enqueued) -> String {
     let delay = enqueued
         .delay_ms
         .map(|ms| format!(", delivered in {}", duration(ms)))
@@ -87,11 +93,10 @@ pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|trace_id| format!(", trace {trace_id}"))
         .unwrap_or_default();
-    println!(
-        "enqueued {} as job {} on queue {}{delay}{expires}{trace}",
-        args.job_type, enqueued.job_id, enqueued.queue
-    );
-    Ok(())
+    format!(
+        "enqueued {job_type} as job {} on queue {}{delay}{expires}{trace}",
+        enqueued.job_id, enqueued.queue
+    )
 }
 
 /// What `enqueue`'s flags ask of a job published straight to the broker.
@@ -140,6 +145,16 @@ fn print_plugin(plugin: &PluginView) {
         "{} (version {}, {})",
         plugin.name, plugin.version, plugin.file
     );
+    println!("{}", queue_table(plugin));
+    println!("{}", job_table(plugin));
+    if let Some(binding) = &plugin.binding {
+        println!("{}", bound(binding));
+    }
+    println!("{}\n", grants(plugin.grants.as_ref()));
+}
+
+/// The queues `plugin` declares, with their settings and fleet-wide limits.
+fn queue_table(plugin: &PluginView) -> String {
     let queues: Vec<Vec<String>> = plugin
         .queues
         .iter()
@@ -156,22 +171,23 @@ fn print_plugin(plugin: &PluginView) {
             ]
         })
         .collect();
-    println!(
-        "{}",
-        render(
-            &[
-                "Queue",
-                "Type",
-                "Prefetch",
-                "Max priority",
-                "Timeout",
-                "Retry",
-                "Concurrency",
-                "Rate"
-            ],
-            &queues
-        )
-    );
+    render(
+        &[
+            "Queue",
+            "Type",
+            "Prefetch",
+            "Max priority",
+            "Timeout",
+            "Retry",
+            "Concurrency",
+            "Rate",
+        ],
+        &queues,
+    )
+}
+
+/// The job types `plugin` handles, with their effective policies and fleet-wide limits.
+fn job_table(plugin: &PluginView) -> String {
     let jobs: Vec<Vec<String>> = plugin
         .jobs
         .iter()
@@ -186,24 +202,17 @@ fn print_plugin(plugin: &PluginView) {
             ]
         })
         .collect();
-    println!(
-        "{}",
-        render(
-            &[
-                "Job type",
-                "Queue",
-                "Effective policy",
-                "From",
-                "Concurrency",
-                "Rate"
-            ],
-            &jobs
-        )
-    );
-    if let Some(binding) = &plugin.binding {
-        println!("{}", bound(binding));
-    }
-    println!("{}\n", grants(plugin.grants.as_ref()));
+    render(
+        &[
+            "Job type",
+            "Queue",
+            "Effective policy",
+            "From",
+            "Concurrency",
+            "Rate",
+        ],
+        &jobs,
+    )
 }
 
 /// A fleet-wide concurrency cap and where it is set, or `-`.

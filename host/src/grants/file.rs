@@ -138,20 +138,7 @@ fn plugin(
     let defaults = PluginGrants::empty();
     let sha256 = section
         .sha256
-        .map(|pin| {
-            let digest = pin.get_ref();
-            if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-                Ok(digest.to_ascii_lowercase())
-            } else {
-                Err(lines.error(
-                    pin.span(),
-                    format!(
-                        "sha256 `{}`: it must be 64 hex digits, as `sha256sum` prints them",
-                        text::bounded(digest, NAME_MAX)
-                    ),
-                ))
-            }
-        })
+        .map(|pin| sha256_pin(lines, &pin))
         .transpose()?;
     let allowed_outbound_hosts = section
         .allowed_outbound_hosts
@@ -167,18 +154,7 @@ fn plugin(
         .collect::<Result<_, _>>()?;
     let max_concurrent_requests = match section.max_concurrent_requests {
         None => defaults.max_concurrent_requests,
-        Some(n) => usize::try_from(*n.get_ref())
-            .ok()
-            .filter(|n| (1..=Semaphore::MAX_PERMITS).contains(n))
-            .ok_or_else(|| {
-                lines.error(
-                    n.span(),
-                    format!(
-                        "max_concurrent_requests is {}; it must be at least 1",
-                        n.get_ref()
-                    ),
-                )
-            })?,
+        Some(n) => request_slots(lines, &n)?,
     };
     let max_response_bytes = match section.max_response_bytes {
         None => defaults.max_response_bytes,
@@ -206,6 +182,37 @@ fn plugin(
         values,
         requests: RequestSlots::new(max_concurrent_requests),
     })
+}
+
+/// A `sha256` pin, lower-cased: 64 hex digits, as `sha256sum` prints them.
+fn sha256_pin(lines: &Lines<'_>, pin: &Spanned<String>) -> Result<String, GrantsError> {
+    let digest = pin.get_ref();
+    if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(digest.to_ascii_lowercase());
+    }
+    Err(lines.error(
+        pin.span(),
+        format!(
+            "sha256 `{}`: it must be 64 hex digits, as `sha256sum` prints them",
+            text::bounded(digest, NAME_MAX)
+        ),
+    ))
+}
+
+/// `max_concurrent_requests`: at least 1, and no more than a semaphore holds.
+fn request_slots(lines: &Lines<'_>, n: &Spanned<u64>) -> Result<usize, GrantsError> {
+    usize::try_from(*n.get_ref())
+        .ok()
+        .filter(|n| (1..=Semaphore::MAX_PERMITS).contains(n))
+        .ok_or_else(|| {
+            lines.error(
+                n.span(),
+                format!(
+                    "max_concurrent_requests is {}; it must be at least 1",
+                    n.get_ref()
+                ),
+            )
+        })
 }
 
 fn values(

@@ -199,6 +199,27 @@ pub(super) fn parse(
             ),
         )
     })?;
+    let timing = parse_timing(name, whole, &section)?;
+    let payload = match &section.payload {
+        None => serde_json::Value::Object(serde_json::Map::new()),
+        Some(payload) => parse_payload(name, payload)?,
+    };
+    let missed = match &section.missed {
+        None => Missed::Skip,
+        Some(missed) => parse_missed(name, missed)?,
+    };
+    Ok(Schedule {
+        job_type: job_type.clone(),
+        timing,
+        payload,
+        missed,
+        enabled: section.enabled,
+    })
+}
+
+/// When schedule `name` fires: exactly one of `cron` (in `tz`, UTC without one) and
+/// `every` (which takes no `tz`).
+fn parse_timing(name: &str, whole: Range<usize>, section: &Section) -> Result<Timing, Invalid> {
     let tz = match &section.tz {
         None => Tz::UTC,
         Some(tz) => Tz::from_str(tz.get_ref()).map_err(|_| {
@@ -232,21 +253,7 @@ pub(super) fn parse(
             ));
         }
     };
-    let payload = match &section.payload {
-        None => serde_json::Value::Object(serde_json::Map::new()),
-        Some(payload) => parse_payload(name, payload)?,
-    };
-    let missed = match &section.missed {
-        None => Missed::Skip,
-        Some(missed) => parse_missed(name, missed)?,
-    };
-    Ok(Schedule {
-        job_type: job_type.clone(),
-        timing,
-        payload,
-        missed,
-        enabled: section.enabled,
-    })
+    Ok(timing)
 }
 
 fn parse_cron(name: &str, cron: &Spanned<String>) -> Result<Cron, Invalid> {

@@ -37,6 +37,42 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
         dir: dir.to_owned(),
         grants_file: grants_file.clone(),
     };
+    let _watcher = start_watching(watched, tx)?;
+    // Said once every watch is in place, because whoever waits for this line (an operator,
+    // a test) may change the grants file next.
+    info!(dir = %dir.display(), "watching the plugin directory for changes");
+    let mut due: HashMap<PathBuf, Instant> = HashMap::new();
+    loop {
+        let next = due.values().min().copied();
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            Some((path, quiet)) = rx.recv() => {
+                due.insert(path, Instant::now() + quiet);
+            }
+            () = sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                let now = Instant::now();
+                let ready: Vec<PathBuf> = due.iter().filter(|(_, at)| **at <= now).map(|(p, _)| p.clone()).collect();
+                for path in ready {
+                    due.remove(&path);
+                    let grants = grants_file.as_ref() == Some(&path);
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ok(()),
+                        () = apply(&loader, path, grants) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Watch `watched.dir`, and the grants file's directory when it is elsewhere, sending each
+/// path that `watched` wants with how long it must stay quiet before it is read.
+fn start_watching(
+    watched: Watched,
+    tx: mpsc::UnboundedSender<(PathBuf, Duration)>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let dir = watched.dir.clone();
+    let grants_file = watched.grants_file.clone();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
             Ok(event) if is_edit(&event.kind) => {
@@ -54,7 +90,7 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
             Ok(_) => {}
             Err(err) => warn!(error = %err, "plugin directory watch error"),
         })?;
-    watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    watcher.watch(&dir, RecursiveMode::NonRecursive)?;
     // A grants file elsewhere is watched through its directory, so that replacing it (as
     // editors and deploys do) is seen too.
     // A directory that does not exist (the default configuration directory of a host
@@ -65,43 +101,20 @@ pub async fn watch(loader: Loader, dir: &Path, shutdown: CancellationToken) -> n
     {
         warn!(dir = %parent.display(), error = %err, "cannot watch the grants file's directory: a grants file written there is read at the next start");
     }
-    // Said once every watch is in place, because whoever waits for this line (an operator,
-    // a test) may change the grants file next.
-    info!(dir = %dir.display(), "watching the plugin directory for changes");
-    let mut due: HashMap<PathBuf, Instant> = HashMap::new();
-    loop {
-        let next = due.values().min().copied();
-        tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            Some((path, quiet)) = rx.recv() => {
-                due.insert(path, Instant::now() + quiet);
-            }
-            () = sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
-                let now = Instant::now();
-                let ready: Vec<PathBuf> = due.iter().filter(|(_, at)| **at <= now).map(|(p, _)| p.clone()).collect();
-                for path in ready {
-                    due.remove(&path);
-                    // The outcome is logged by sync; a refusal leaves the old version serving.
-                    // Shutdown does not wait for a load: the abandoned load ends by itself at
-                    // the engine's load deadline.
-                    if grants_file.as_ref() == Some(&path) {
-                        // Off the runtime, since reading a file may block; refusals are
-                        // logged by the reload, and the grants in force stay.
-                        let loader = loader.clone();
-                        let reload = tokio::task::spawn_blocking(move || loader.reload_grants());
-                        tokio::select! {
-                            () = shutdown.cancelled() => return Ok(()),
-                            _ = reload => {}
-                        }
-                        continue;
-                    }
-                    tokio::select! {
-                        () = shutdown.cancelled() => return Ok(()),
-                        _ = loader.sync(&path) => {}
-                    }
-                }
-            }
-        }
+    Ok(watcher)
+}
+
+/// Read the changed `path` again: the grants file when `grants`, else a plugin file. The
+/// outcome is logged by the reload; a refusal leaves the old version, or the grants in
+/// force, in place. Shutdown does not wait for a plugin load: an abandoned load ends by
+/// itself at the engine's load deadline.
+async fn apply(loader: &Loader, path: PathBuf, grants: bool) {
+    if grants {
+        // Off the runtime, since reading a file may block.
+        let loader = loader.clone();
+        let _ = tokio::task::spawn_blocking(move || loader.reload_grants()).await;
+    } else {
+        let _ = loader.sync(&path).await;
     }
 }
 

@@ -217,41 +217,14 @@ async fn refill(link: Weak<Link>, tokens: Tokens, seen: Arc<Mutex<Instant>>) {
 /// an error when the channel is gone.
 async fn lead(session: &Session, tokens: &Tokens, seen: &Mutex<Instant>) -> Result<(), Failure> {
     let leader = format!("{}.leader", tokens.name);
-    let channel = session.channel().await.map_err(Failure::Lost)?;
-    let gone_with_its_consumers = QueueDeclareOptions {
-        auto_delete: true,
-        ..QueueDeclareOptions::default()
-    };
-    channel
-        .queue_declare(
-            leader.as_str().into(),
-            gone_with_its_consumers,
-            leader_arguments(),
-        )
-        .await
-        .map_err(|error| Failure::classify(&leader, error))?;
-    let no_ack = BasicConsumeOptions {
-        no_ack: true,
-        ..BasicConsumeOptions::default()
-    };
-    let mut pings = channel
-        .basic_consume(
-            leader.as_str().into(),
-            "".into(),
-            no_ack,
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|error| Failure::classify(&leader, error))?;
+    let (channel, mut pings) = join_leader_queue(session, &leader).await?;
     declare(session, tokens).await?;
     let token = BasicProperties::default().with_type(TOKEN_TYPE.into());
     let ping = BasicProperties::default().with_type(PING_TYPE.into());
-    let interval = tokens.interval.as_nanos();
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let (mut pinged, mut heard) = (None::<Instant>, None::<Instant>);
-    let mut last = Instant::now();
-    let mut owed: u128 = 0;
+    let mut bucket = Bucket::new(tokens, Instant::now());
     loop {
         ticks.tick().await;
         if idle(seen) {
@@ -278,20 +251,74 @@ async fn lead(session: &Session, tokens: &Tokens, seen: &Mutex<Instant>) -> Resu
                 }
             }
         }
-        if heard.is_none_or(|at| now - at >= LEAD_LEASE) {
-            // Not the leader: count from when this host takes the lead.
-            (last, owed) = (now, 0);
-            continue;
-        }
-        owed += (now - last).as_nanos();
-        last = now;
-        let due = owed / interval;
-        owed %= interval;
-        // Never more than the queue holds: the rest would only be dropped.
-        let due = u32::try_from(due).unwrap_or(u32::MAX).min(tokens.burst);
-        for _ in 0..due {
+        let leading = heard.is_some_and(|at| now - at < LEAD_LEASE);
+        for _ in 0..bucket.due(now, leading) {
             publish(&channel, &tokens.name, tokens.name.as_bytes(), &token).await?;
         }
+    }
+}
+
+/// A channel consuming `leader`, declared here if need be, and its consumer of pings.
+async fn join_leader_queue(
+    session: &Session,
+    leader: &str,
+) -> Result<(lapin::Channel, lapin::Consumer), Failure> {
+    let channel = session.channel().await.map_err(Failure::Lost)?;
+    let gone_with_its_consumers = QueueDeclareOptions {
+        auto_delete: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(leader.into(), gone_with_its_consumers, leader_arguments())
+        .await
+        .map_err(|error| Failure::classify(leader, error))?;
+    let no_ack = BasicConsumeOptions {
+        no_ack: true,
+        ..BasicConsumeOptions::default()
+    };
+    let pings = channel
+        .basic_consume(leader.into(), "".into(), no_ack, FieldTable::default())
+        .await
+        .map_err(|error| Failure::classify(leader, error))?;
+    Ok((channel, pings))
+}
+
+/// The tokens a leader owes its scope: one per interval since it took the lead, the
+/// fractions carried over, never more at once than the queue holds.
+#[derive(Debug)]
+struct Bucket {
+    interval: u128,
+    burst: u32,
+    /// When the tokens owed were last counted.
+    last: Instant,
+    /// Nanoseconds owed and not yet a whole token.
+    owed: u128,
+}
+
+impl Bucket {
+    fn new(tokens: &Tokens, now: Instant) -> Self {
+        Self {
+            interval: tokens.interval.as_nanos().max(1),
+            burst: tokens.burst,
+            last: now,
+            owed: 0,
+        }
+    }
+
+    /// The tokens to publish at `now`: none while this host does not lead, which starts
+    /// the count over from when it takes the lead.
+    fn due(&mut self, now: Instant, leading: bool) -> u32 {
+        let since = now.saturating_duration_since(self.last).as_nanos();
+        self.last = now;
+        if !leading {
+            self.owed = 0;
+            return 0;
+        }
+        self.owed += since;
+        let due = self.owed / self.interval;
+        self.owed %= self.interval;
+        // Never more than the queue holds: the rest would only be dropped.
+        u32::try_from(due).unwrap_or(u32::MAX).min(self.burst)
     }
 }
 
@@ -325,4 +352,39 @@ fn leader_arguments() -> FieldTable {
     arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(1000));
     arguments.insert("x-expires".into(), AMQPValue::LongLongInt(60_000));
     arguments
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(per_second: u32, burst: u32, now: Instant) -> Bucket {
+        let tokens = Tokens::for_queue("q", Duration::from_secs(1) / per_second, burst);
+        Bucket::new(&tokens, now)
+    }
+
+    #[test]
+    fn a_leader_owes_one_token_per_interval_and_carries_the_fractions_over() {
+        let start = Instant::now();
+        let mut bucket = bucket(10, 100, start);
+        assert_eq!(bucket.due(start + Duration::from_millis(150), true), 1);
+        assert_eq!(bucket.due(start + Duration::from_millis(200), true), 1);
+        assert_eq!(bucket.due(start + Duration::from_millis(1_200), true), 10);
+    }
+
+    #[test]
+    fn a_host_that_does_not_lead_owes_nothing_and_counts_from_when_it_takes_the_lead() {
+        let start = Instant::now();
+        let mut bucket = bucket(10, 100, start);
+        assert_eq!(bucket.due(start + Duration::from_secs(5), false), 0);
+        assert_eq!(bucket.due(start + Duration::from_millis(5_050), true), 0);
+        assert_eq!(bucket.due(start + Duration::from_millis(5_100), true), 1);
+    }
+
+    #[test]
+    fn never_more_tokens_at_once_than_the_queue_holds() {
+        let start = Instant::now();
+        let mut bucket = bucket(1_000, 20, start);
+        assert_eq!(bucket.due(start + Duration::from_secs(60), true), 20);
+    }
 }

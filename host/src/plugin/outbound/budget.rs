@@ -113,7 +113,9 @@ pub(in crate::plugin) fn add_to_linker(linker: &mut Linker<JobState>) -> wasmtim
 fn shadow(linker: &mut Linker<JobState>) -> wasmtime::Result<()> {
     let mut types = linker.instance(TYPES)?;
     shadow_fields(&mut types)?;
+    shadow_field_setters(&mut types)?;
     shadow_request(&mut types)?;
+    shadow_request_parts(&mut types)?;
     types.func_wrap(
         "[constructor]request-options",
         |mut store: Store<'_>, (): ()| {
@@ -139,7 +141,7 @@ fn shadow(linker: &mut Linker<JobState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// The `fields` constructors and setters: header names and values, charged as they come.
+/// The `fields` constructors: header names and values, charged as they come.
 fn shadow_fields(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<()> {
     types.func_wrap("[constructor]fields", |mut store: Store<'_>, (): ()| {
         host_api::call(&mut store)?;
@@ -170,6 +172,12 @@ fn shadow_fields(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<(
             ))?,))
         },
     )?;
+    Ok(())
+}
+
+/// The `fields` setters, charged as they come, and `clone`, which shares a map until it
+/// changes and then copies it whole.
+fn shadow_field_setters(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<()> {
     types.func_wrap(
         "[method]fields.set",
         |mut store: Store<'_>,
@@ -227,7 +235,7 @@ fn shadow_fields(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<(
     Ok(())
 }
 
-/// The `outgoing-request` constructor and setters, and the writes of its body.
+/// The `outgoing-request` constructor and its method and scheme setters.
 fn shadow_request(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<()> {
     types.func_wrap(
         "[constructor]outgoing-request",
@@ -241,20 +249,7 @@ fn shadow_request(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<
         "[method]outgoing-request.set-method",
         |mut store: Store<'_>, (request, method): (Resource<types::OutgoingRequest>, Method)| {
             host_api::call(&mut store)?;
-            let method = match method {
-                Method::Get => types::Method::Get,
-                Method::Head => types::Method::Head,
-                Method::Post => types::Method::Post,
-                Method::Put => types::Method::Put,
-                Method::Delete => types::Method::Delete,
-                Method::Connect => types::Method::Connect,
-                Method::Options => types::Method::Options,
-                Method::Trace => types::Method::Trace,
-                Method::Patch => types::Method::Patch,
-                Method::Other(other) => {
-                    types::Method::Other(copy(&mut store, HttpPart::Method, &other)?)
-                }
-            };
+            let method = owned_method(&mut store, method)?;
             let mut http = store.data_mut().http();
             Ok((types::HostOutgoingRequest::set_method(
                 &mut http, request, method,
@@ -282,6 +277,11 @@ fn shadow_request(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<
             )?,))
         },
     )?;
+    Ok(())
+}
+
+/// The `outgoing-request` setters of its authority and path, and the writes of its body.
+fn shadow_request_parts(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<()> {
     types.func_wrap(
         "[method]outgoing-request.set-authority",
         |mut store: Store<'_>,
@@ -329,6 +329,22 @@ fn shadow_request(types: &mut LinkerInstance<'_, JobState>) -> wasmtime::Result<
         },
     )?;
     Ok(())
+}
+
+/// `method` copied out of guest memory, its `other` case charged first.
+fn owned_method(store: &mut Store<'_>, method: Method) -> wasmtime::Result<types::Method> {
+    Ok(match method {
+        Method::Get => types::Method::Get,
+        Method::Head => types::Method::Head,
+        Method::Post => types::Method::Post,
+        Method::Put => types::Method::Put,
+        Method::Delete => types::Method::Delete,
+        Method::Connect => types::Method::Connect,
+        Method::Options => types::Method::Options,
+        Method::Trace => types::Method::Trace,
+        Method::Patch => types::Method::Patch,
+        Method::Other(other) => types::Method::Other(copy(store, HttpPart::Method, &other)?),
+    })
 }
 
 /// Item `index` of `list`, a view into guest memory.

@@ -34,6 +34,30 @@ pub(super) struct Target {
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
+/// The addresses `target`'s origin resolves to before its deadline, each one the
+/// grants let a guest reach: an origin matched only by a wildcard may not resolve to a
+/// restricted address class.
+async fn allowed_addresses(target: &Target) -> Result<Vec<SocketAddr>, Error> {
+    let addresses = timeout_at(target.deadline, resolve(&target.origin))
+        .await
+        .map_err(|_| Error::DnsTimeout)??;
+    if target.matched != Match::Explicit {
+        for address in &addresses {
+            if let Some(kind) = address::restricted(address.ip()) {
+                return Err(target.refuse.restricted(&target.origin, address.ip(), kind));
+            }
+        }
+    }
+    Ok(addresses)
+}
+
+/// The URI as it goes on the wire. It carries scheme and authority for the check; to any
+/// server that is not a proxy only the path and query go (the `Host` header names the host).
+fn origin_form(uri: &http::Uri) -> Result<http::Uri, Error> {
+    let path = uri.path_and_query().map_or("/", |path| path.as_str());
+    http::Uri::try_from(path).map_err(|_| Error::HttpRequestUriInvalid)
+}
+
 pub(super) async fn send(
     mut request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
@@ -46,16 +70,7 @@ pub(super) async fn send(
     let permit = timeout_at(deadline, target.grants.requests().acquire())
         .await
         .map_err(|_| Error::ConnectionLimitReached)?;
-    let addresses = timeout_at(deadline, resolve(&target.origin))
-        .await
-        .map_err(|_| Error::DnsTimeout)??;
-    if target.matched != Match::Explicit {
-        for address in &addresses {
-            if let Some(kind) = address::restricted(address.ip()) {
-                return Err(target.refuse.restricted(&target.origin, address.ip(), kind));
-            }
-        }
-    }
+    let addresses = allowed_addresses(&target).await?;
     let connect_by = sooner(options.and_then(|o| o.connect_timeout));
     let stream = timeout_at(connect_by, connect(&addresses, &target))
         .await
@@ -68,14 +83,7 @@ pub(super) async fn send(
     // stream closes in the guest.
     let connection =
         wasmtime_wasi::runtime::spawn(async move { timeout_at(deadline, connection).await });
-    // The URI carries scheme and authority for the check; on the wire, as to any server
-    // that is not a proxy, only the path and query go (the `Host` header names the host).
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |path| path.as_str())
-        .to_owned();
-    *request.uri_mut() = http::Uri::try_from(path).map_err(|_| Error::HttpRequestUriInvalid)?;
+    *request.uri_mut() = origin_form(request.uri())?;
     let first_byte_by = sooner(options.and_then(|o| o.first_byte_timeout));
     let response = timeout_at(first_byte_by, sender.send_request(request))
         .await
