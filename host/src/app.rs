@@ -115,6 +115,11 @@ pub async fn run<B: AdminBackend>(
     let metrics = config.worker.metrics.clone();
     let mut config = config;
     config.worker.fleet = Fleet::new(backend.clone(), metrics.clone());
+    // Before any queue is consumed, so a queue the file pauses is never consumed at all.
+    config
+        .worker
+        .fleet
+        .pause_in_file(engine.grants().current().paused());
     let pool = engine.clone();
     metrics.watch_pool(move || pool.instances_in_use());
     let plugins = Plugins::new();
@@ -223,6 +228,8 @@ async fn serve<B: AdminBackend>(
     let (backend, plugins) = (state.backend.clone(), state.plugins.clone());
     let (fleet, control, stop) = (state.fleet.clone(), backend.clone(), shutdown.clone());
     tasks.spawn(async move { fleet.follow(&control, stop).await });
+    let (fleet, grants, stop) = (state.fleet.clone(), state.grants.clone(), shutdown.clone());
+    tasks.spawn(async move { fleet.follow_grants(&grants, stop).await });
     // The caps and rate limits follow the grants file the loader reloads.
     let worker = WorkerConfig {
         caps: state.grants.clone(),

@@ -114,11 +114,14 @@ fn scalar(value: &RawValue) -> CapKey {
     }
 }
 
-/// `[queues.NAME]`: its cap, its rate limit (`rates`), or both.
+/// `[queues.NAME]`: its cap, its rate limit (`rates`), whether the file pauses it, or any
+/// of these.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct QueueSection {
     concurrency: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) paused: bool,
     pub(super) rate: Option<Spanned<String>>,
     pub(super) burst: Option<Spanned<i64>>,
 }
@@ -253,6 +256,18 @@ mod tests {
         assert_eq!(caps.queue("other"), None);
         let cap = caps.job("email.Send").expect("a key cap");
         assert_eq!((cap.key.as_str(), cap.limit), ("customer_id", 2));
+    }
+
+    #[test]
+    fn a_queue_section_may_pause_its_queue_and_nothing_but_a_boolean_says_so() {
+        let text = "[queues.\"emails\"]\npaused = true\n[queues.\"reports\"]\npaused = false\n";
+        let grants = Grants::parse(Path::new("jobhost.toml"), text).expect("valid");
+        let paused: Vec<&str> = grants.paused().iter().map(String::as_str).collect();
+        assert_eq!(paused, ["emails"]);
+        assert!(grants.caps().is_empty(), "a pause caps nothing");
+        let refused = Grants::parse(Path::new("jobhost.toml"), "[queues.q]\npaused = \"yes\"\n")
+            .expect_err("a string is not a pause");
+        assert!(refused.to_string().contains("line 2"), "{refused}");
     }
 
     #[test]

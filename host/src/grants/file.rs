@@ -112,6 +112,13 @@ pub(super) fn parse(
         plugins.insert(name, Arc::new(grants));
     }
     let rates = rates::parse(&lines, &document.queues, &document.jobs)?;
+    // Named as `caps::parse` checks every section name, just below.
+    let paused = document
+        .queues
+        .iter()
+        .filter(|(_, section)| section.paused)
+        .map(|(name, _)| name.get_ref().clone())
+        .collect();
     let caps = caps::parse(&lines, document.queues, document.jobs)?;
     let mut schedules = BTreeMap::new();
     for (name, section) in document.schedules {
@@ -126,6 +133,7 @@ pub(super) fn parse(
         outbound,
         caps,
         rates,
+        paused,
         schedules,
     })
 }

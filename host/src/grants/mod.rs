@@ -77,7 +77,7 @@ mod secret;
 mod slots;
 mod trust;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -336,6 +336,8 @@ pub struct Grants {
     outbound: OutboundTrust,
     caps: Caps,
     rates: Rates,
+    /// The queues the file pauses (`paused = true`).
+    paused: BTreeSet<String>,
     schedules: BTreeMap<String, Arc<Schedule>>,
 }
 
@@ -348,6 +350,7 @@ impl Grants {
             outbound: OutboundTrust::default(),
             caps: Caps::default(),
             rates: Rates::default(),
+            paused: BTreeSet::new(),
             schedules: BTreeMap::new(),
         }
     }
@@ -393,6 +396,13 @@ impl Grants {
     /// The rate limits of the `[queues]` and `[jobs]` sections.
     pub fn rates(&self) -> &Rates {
         &self.rates
+    }
+
+    /// The queues the file pauses (`[queues."NAME"] paused = true`): no host that reads this
+    /// file consumes them, whatever `jobhost queue resume` says, until the file stops saying
+    /// so (see docs/flow-control.md, "Pause and resume").
+    pub fn paused(&self) -> &BTreeSet<String> {
+        &self.paused
     }
 
     /// The operator's schedules (`[schedules."NAME"]`), by name, disabled ones included.
@@ -514,6 +524,8 @@ struct Shared {
     /// The request slots of every section name ever in force: a section that comes back
     /// after a reload without it finds the requests its jobs still have in flight.
     slots: Mutex<BTreeMap<String, Arc<RequestSlots>>>,
+    /// Counts replacements, for whoever must act when the grants change.
+    replaced: tokio::sync::watch::Sender<u64>,
 }
 
 impl SharedGrants {
@@ -522,6 +534,7 @@ impl SharedGrants {
         let shared = Self(Arc::new(Shared {
             current: RwLock::new(Arc::new(Grants::none(grants.file.clone()))),
             slots: Mutex::new(BTreeMap::new()),
+            replaced: tokio::sync::watch::Sender::new(0),
         }));
         shared.replace(grants);
         shared
@@ -556,6 +569,13 @@ impl SharedGrants {
             .current
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(grants);
+        drop(slots);
+        self.0.replaced.send_modify(|count| *count += 1);
+    }
+
+    /// A receiver that sees each replacement of the grants in force from now on.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.replaced.subscribe()
     }
 }
 

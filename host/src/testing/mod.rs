@@ -67,7 +67,8 @@ impl Harness {
         mut config: WorkerConfig,
     ) -> Self {
         // The worker follows the operators' orders given through `backend`
-        // ([`Control`](crate::broker::Control)), as a host does.
+        // ([`Control`](crate::broker::Control)), as a host does, and the pauses of the
+        // grants file in `config.caps`.
         config.fleet = Fleet::new(backend.clone(), config.metrics.clone());
         let log = InvocationLog::default();
         let plugins = Plugins::new();
@@ -86,6 +87,10 @@ impl Harness {
         let shutdown = CancellationToken::new();
         let (fleet, control, stop) = (config.fleet.clone(), backend.clone(), shutdown.clone());
         tokio::spawn(async move { fleet.follow(&control, stop).await });
+        // And the pauses of the grants file in force, as a host does.
+        config.fleet.pause_in_file(config.caps.current().paused());
+        let (fleet, grants, stop) = (config.fleet.clone(), config.caps.clone(), shutdown.clone());
+        tokio::spawn(async move { fleet.follow_grants(&grants, stop).await });
         let worker = tokio::spawn(
             Worker::new(backend.clone(), plugins.clone(), config).run(shutdown.clone()),
         );

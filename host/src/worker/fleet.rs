@@ -9,6 +9,10 @@
 //!   lost order is made good by the next look. While a queue is paused its loop does not
 //!   consume; a delivery it already pulled but did not start goes back to the broker
 //!   unrun, its attempt unspent; jobs already running finish.
+//! - **Pause in the grants file.** A queue the grants file in force pauses
+//!   ([`Grants::paused`](crate::grants::Grants::paused)) is paused here whatever the
+//!   broker says ([`Fleet::follow_grants`] applies each reload at once); a `resume` order
+//!   does not undo it, editing the file does.
 //! - **Cancel.** A cancelled job id is remembered (the newest [`CANCELLED_MAX`]; beyond,
 //!   the oldest is forgotten). [`Fleet::start`] refuses to start a remembered one, and a
 //!   cancellation of a job running here ends its [`Running::cancelled`] wait at once, so
@@ -16,7 +20,7 @@
 //! - A fleet that follows nothing ([`Fleet::default`]) never pauses or cancels: the
 //!   worker's behaviour without operators.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -28,6 +32,7 @@ use uuid::Uuid;
 
 use super::handler::BoxFuture;
 use crate::broker::{BrokerError, Command, Control, Followed, Follower};
+use crate::grants::SharedGrants;
 use crate::job::Cancellation;
 use crate::metrics::Metrics;
 use crate::text::{NAME_MAX, bounded};
@@ -53,7 +58,9 @@ struct Inner {
     is_paused: Option<IsPaused>,
     metrics: Metrics,
     /// Each consumed queue's pause, as learnt last.
-    queues: Mutex<HashMap<String, watch::Sender<bool>>>,
+    queues: Mutex<HashMap<String, QueuePause>>,
+    /// The queues the grants file in force pauses.
+    paused_in_file: Mutex<BTreeSet<String>>,
     /// One look at the broker at a time, so an older answer never overwrites a newer one.
     learning: tokio::sync::Mutex<()>,
     jobs: Mutex<Jobs>,
@@ -61,6 +68,43 @@ struct Inner {
     /// Because cancellations are rare and jobs many, a job costs no registration of its
     /// own: only a look at the cancelled ids when it starts and at each cancellation.
     cancellations: watch::Sender<u64>,
+}
+
+/// One queue's pause: what the broker said last, what the grants file says, and the two
+/// together, which its consume loop watches.
+struct QueuePause {
+    by_broker: bool,
+    in_file: bool,
+    paused: watch::Sender<bool>,
+}
+
+impl QueuePause {
+    /// Set what the broker or the file says, and send the two together.
+    fn update(&mut self, by_broker: Option<bool>, in_file: Option<bool>) -> Updated {
+        let was_by_broker = self.by_broker;
+        self.by_broker = by_broker.unwrap_or(self.by_broker);
+        self.in_file = in_file.unwrap_or(self.in_file);
+        let paused = self.by_broker || self.in_file;
+        let changed = self
+            .paused
+            .send_if_modified(|known| std::mem::replace(known, paused) != paused);
+        Updated {
+            changed,
+            broker_changed: was_by_broker != self.by_broker,
+            paused,
+        }
+    }
+}
+
+/// What an update of a queue's pause did.
+#[derive(Debug, Clone, Copy)]
+struct Updated {
+    /// The pause the consume loop sees changed.
+    changed: bool,
+    /// What the broker says changed.
+    broker_changed: bool,
+    /// Whether the queue is paused now.
+    paused: bool,
 }
 
 #[derive(Default)]
@@ -143,23 +187,65 @@ impl Fleet {
     /// Ask the broker whether `queue` is paused, and remember the answer.
     pub async fn learn(&self, queue: &str) -> Result<bool, BrokerError> {
         let Some(is_paused) = &self.inner.is_paused else {
-            return Ok(false);
+            return Ok(self.update(queue, None, None).paused);
         };
         let _one_at_a_time = self.inner.learning.lock().await;
-        let paused = is_paused(queue.to_owned()).await?;
-        let changed = self
-            .sender(queue)
-            .send_if_modified(|known| std::mem::replace(known, paused) != paused);
-        self.inner.metrics.queue_paused(queue, paused);
-        if changed {
+        let by_broker = is_paused(queue.to_owned()).await?;
+        let updated = self.update(queue, Some(by_broker), None);
+        if updated.broker_changed {
             let queue = bounded(queue, NAME_MAX);
-            if paused {
-                info!(%queue, "queue paused by an operator: not consuming it");
-            } else {
-                info!(%queue, "queue resumed by an operator");
+            match (by_broker, updated.paused) {
+                (true, _) => info!(%queue, "queue paused by an operator: not consuming it"),
+                (false, false) => info!(%queue, "queue resumed by an operator"),
+                (false, true) => {
+                    info!(%queue, "queue resumed by an operator, but the grants file pauses it: not consuming it")
+                }
             }
         }
-        Ok(paused)
+        Ok(updated.paused)
+    }
+
+    /// Pause here, at once, the queues `paused` names (the grants file's), and no others
+    /// for the file's sake.
+    pub fn pause_in_file(&self, paused: &BTreeSet<String>) {
+        *self
+            .inner
+            .paused_in_file
+            .lock()
+            .expect("file pauses poisoned") = paused.clone();
+        for queue in self.queues() {
+            let in_file = paused.contains(&queue);
+            let updated = self.update(&queue, None, Some(in_file));
+            if updated.changed {
+                let queue = bounded(&queue, NAME_MAX);
+                if updated.paused {
+                    info!(%queue, "queue paused by the grants file: not consuming it");
+                } else {
+                    info!(%queue, "queue no longer paused by the grants file");
+                }
+            }
+        }
+    }
+
+    /// Apply the pauses of `grants` now and at each reload, until `stop`.
+    pub async fn follow_grants(&self, grants: &SharedGrants, stop: CancellationToken) {
+        let mut changes = grants.changes();
+        loop {
+            self.pause_in_file(grants.current().paused());
+            tokio::select! {
+                () = stop.cancelled() => return,
+                changed = changes.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
+    /// Set what the broker or the file says of `queue` (`None`: as it was).
+    fn update(&self, queue: &str, by_broker: Option<bool>, in_file: Option<bool>) -> Updated {
+        let mut queues = self.lock_queues();
+        let updated = self.entry(&mut queues, queue).update(by_broker, in_file);
+        drop(queues);
+        self.inner.metrics.queue_paused(queue, updated.paused);
+        updated
     }
 
     async fn learn_or_warn(&self, queue: &str) {
@@ -172,19 +258,34 @@ impl Fleet {
     pub fn is_paused(&self, queue: &str) -> bool {
         self.lock_queues()
             .get(queue)
-            .is_some_and(|known| *known.borrow())
+            .is_some_and(|known| *known.paused.borrow())
     }
 
     /// `queue`'s pause as learnt, changing as it is learnt again.
     pub(super) fn watch(&self, queue: &str) -> Pause {
-        Pause(self.sender(queue).subscribe())
+        let mut queues = self.lock_queues();
+        Pause(self.entry(&mut queues, queue).paused.subscribe())
     }
 
-    fn sender(&self, queue: &str) -> watch::Sender<bool> {
-        self.lock_queues()
-            .entry(queue.to_owned())
-            .or_insert_with(|| watch::Sender::new(false))
-            .clone()
+    /// `queue`'s pause, made on first sight with what the grants file says of it.
+    fn entry<'a>(
+        &self,
+        queues: &'a mut HashMap<String, QueuePause>,
+        queue: &str,
+    ) -> &'a mut QueuePause {
+        queues.entry(queue.to_owned()).or_insert_with(|| {
+            let in_file = self
+                .inner
+                .paused_in_file
+                .lock()
+                .expect("file pauses poisoned")
+                .contains(queue);
+            QueuePause {
+                by_broker: false,
+                in_file,
+                paused: watch::Sender::new(in_file),
+            }
+        })
     }
 
     fn watches(&self, queue: &str) -> bool {
@@ -195,7 +296,7 @@ impl Fleet {
         self.lock_queues().keys().cloned().collect()
     }
 
-    fn lock_queues(&self) -> MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+    fn lock_queues(&self) -> MutexGuard<'_, HashMap<String, QueuePause>> {
         self.inner.queues.lock().expect("queue pauses poisoned")
     }
 

@@ -1,6 +1,7 @@
 //! Pause, resume and cancel, given through the memory backend's [`Control`] to workers
 //! under tokio's paused clock; two harnesses on one backend are two hosts of one fleet.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -13,6 +14,7 @@ use uuid::Uuid;
 use super::tests::manifest;
 use crate::broker::{Backend, Command, Control, Followed, Follower, MemoryBackend, Order};
 use crate::envelope::Envelope;
+use crate::grants::{Grants, SharedGrants};
 use crate::job::{Invocation, Operator, Outcome};
 use crate::metrics::Metrics;
 use crate::testing::Harness;
@@ -174,6 +176,55 @@ async fn a_pause_lets_running_jobs_finish_and_gives_back_a_pulled_one_unrun() {
         h.log.attempts_of("second"),
         vec![1],
         "given back without spending an attempt"
+    );
+    h.shutdown().await;
+}
+
+/// Grants whose file says `text`.
+fn grants(text: &str) -> Grants {
+    Grants::parse(Path::new("jobhost.toml"), text).expect("valid grants")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_the_grants_file_pauses_runs_nothing_whatever_resume_says_until_the_file_lets_it_go()
+ {
+    let work = long(Duration::from_millis(10));
+    let file = SharedGrants::new(grants("[queues.\"q\"]\npaused = true\n"));
+    let config = WorkerConfig {
+        caps: file.clone(),
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start([unit(&work)], config).await;
+    h.enqueue("long", json!({ "key": "waits" })).await;
+    pass(Duration::from_secs(60)).await;
+    assert_eq!(
+        work.started.load(Ordering::SeqCst),
+        0,
+        "paused from the start"
+    );
+    pause(&h.backend).await;
+    resume(&h.backend).await;
+    pass(Duration::from_secs(60)).await;
+    assert_eq!(
+        work.started.load(Ordering::SeqCst),
+        0,
+        "a resume order does not undo the file"
+    );
+    assert_eq!(h.backend.ready("q"), 1, "the job waits on the queue");
+    file.replace(grants("[queues.\"q\"]\nconcurrency = 4\n"));
+    h.run_until_idle().await;
+    assert_eq!(
+        h.log.attempts_of("waits"),
+        vec![1],
+        "runs once the file lets go"
+    );
+    file.replace(grants("[queues.\"q\"]\npaused = true\n"));
+    pass(Duration::from_millis(10)).await;
+    h.enqueue("long", json!({ "key": "paused again" })).await;
+    pass(Duration::from_secs(60)).await;
+    assert!(
+        h.log.attempts_of("paused again").is_empty(),
+        "a reload that pauses holds at once"
     );
     h.shutdown().await;
 }
