@@ -428,6 +428,10 @@ pub struct PolicyReport {
     /// is `queue.concurrency`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<CapView>,
+    /// The job type's per-key rate limit, when the grants file sets one (its queue's is
+    /// `queue.rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateView>,
 }
 
 impl PolicyReport {
@@ -438,12 +442,14 @@ impl PolicyReport {
             plugin: route.plugin.to_string(),
             queue: QueueView {
                 concurrency: CapView::of_queue(grants, &route.queue.name),
+                rate: RateView::of_queue(grants, &route.queue.name),
                 ..QueueView::from(&route.queue)
             },
             source: PolicySource::of(&route.job, &route.queue),
             policy: PolicyView::from(route.policy()),
             schedule: schedule(&route.policy().backoff),
             concurrency: CapView::of_job(grants, &route.job.name),
+            rate: RateView::of_job(grants, &route.job.name),
         }
     }
 }

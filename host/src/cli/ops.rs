@@ -337,6 +337,9 @@ fn print_policy(report: &PolicyReport) {
     {
         println!("concurrency: {}", concurrency(Some(cap)));
     }
+    for limit in [&report.rate, &report.queue.rate].into_iter().flatten() {
+        println!("rate: {}", rate(Some(limit)));
+    }
     let rows: Vec<Vec<String>> = report
         .schedule
         .iter()

@@ -57,9 +57,14 @@ pub struct QueueOverview {
     pub depth_error: Option<String>,
     /// This host's deliveries in flight and jobs settled.
     pub activity: QueueActivity,
-    /// Whether the fleet has it paused, as this host learnt it last.
+    /// Whether the fleet has it paused, as this host learnt it last, or this host's grants
+    /// file pauses it.
     #[serde(default)]
     pub paused: bool,
+    /// Whether this host's grants file pauses it (`paused = true`), which a resume order
+    /// does not undo.
+    #[serde(default)]
+    pub paused_in_file: bool,
 }
 
 /// The depths of some queues, as last read.
@@ -144,6 +149,7 @@ pub(super) fn overview(
                 depth_error: error,
                 activity: activity.queue(name),
                 paused: fleet.is_paused(name),
+                paused_in_file: grants.paused().contains(name),
             }
         })
         .collect();

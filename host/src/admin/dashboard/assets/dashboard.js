@@ -228,16 +228,36 @@ function wireCancelForm() {
   });
 }
 
+// A fleet-wide limit as a person reads it, with where it is set in its title.
+function limitText(limit, what) {
+  if (!limit) return null;
+  const per = limit.key ? ` per ${limit.key}` : "";
+  const text = what === "rate" ? `${limit.limit} (burst ${limit.burst})${per}` : `≤ ${limit.limit} at once${per}`;
+  return el("span", { class: "limit", title: `set in ${limit.from}` }, text);
+}
+
+// The concurrency cap and rate limit of a queue or job view, or nothing.
+function limitsOf(view) {
+  const parts = [limitText(view.concurrency, "cap"), limitText(view.rate, "rate")].filter(Boolean);
+  return parts.flatMap((part, i) => (i ? [" · ", part] : [part]));
+}
+
 function renderQueues(overview) {
+  const views = new Map(overview.plugins.flatMap((p) => p.queues).map((q) => [q.name, q]));
   const rows = overview.queues.map((q) => {
     const a = q.activity;
     const nameCell = el("td", {}, el("span", { class: "name" }, q.name));
-    if (q.paused) nameCell.append(" ", el("span", { class: "badge b-bad", title: "paused for the fleet: no host consumes it" }, "paused"));
+    const pausedWhy = q.paused_in_file
+      ? "paused by this host's grants file (paused = true): a resume does not undo it"
+      : "paused for the fleet: no host consumes it";
+    if (q.paused) nameCell.append(" ", el("span", { class: "badge b-bad", title: pausedWhy }, q.paused_in_file ? "paused (file)" : "paused"));
     nameCell.append(" ", el("button", {
       class: "btn btn-small", type: "button", "data-action": q.paused ? "resume" : "pause", disabled: !state.canChange,
       title: q.paused ? "Let every host consume this queue again" : "Stop every host consuming this queue; running jobs finish",
       onclick: () => pauseQueue(q.name, !q.paused),
     }, q.paused ? "Resume" : "Pause"));
+    const limits = limitsOf(views.get(q.name) || {});
+    if (limits.length) nameCell.append(el("div", { class: "muted limits" }, ...limits));
     if (q.depth_error) nameCell.append(el("div", { class: "muted", title: q.depth_error }, "broker did not answer"));
     return el("tr", { "data-queue": q.name },
       nameCell,
@@ -353,16 +373,19 @@ function renderPlugins(overview) {
 
 function renderJobs(overview) {
   const sources = { job: ["job", "b-info"], queue: ["queue", "b-plain"], default: ["default", "b-warn"] };
-  const own = new Map(overview.plugins.flatMap((p) => p.jobs).map((j) => [j.name, j.timeout_ms]));
+  const views = new Map(overview.plugins.flatMap((p) => p.jobs).map((j) => [j.name, j]));
   const rows = overview.jobs.map((j) => {
     const [label, cls] = sources[j.source] || [j.source, "b-plain"];
-    const timeout = own.get(j.job_type) ?? j.queue.timeout_ms;
+    const view = views.get(j.job_type) || {};
+    const timeout = view.timeout_ms ?? j.queue.timeout_ms;
+    const limits = limitsOf(view);
     return el("tr", {},
       el("td", {}, el("span", { class: "name" }, j.job_type), el("div", { class: "muted" }, j.plugin.split("@")[0])),
       el("td", { class: "mono" }, j.queue.name),
       el("td", {}, policyText(j.policy)),
       el("td", {}, el("span", { class: `badge ${cls}` }, label)),
       el("td", {}, timeout ? duration(timeout) : el("span", { class: "muted" }, "host default")),
+      el("td", { class: "limits" }, ...(limits.length ? limits : [el("span", { class: "muted" }, "none")])),
       el("td", { class: "mono" }, scheduleText(j)));
   });
   replaceRows(document.querySelector("#jobs tbody"), rows);
