@@ -46,6 +46,7 @@ async fn api() -> Api {
     let bound = listener.local_addr().expect("its address");
     let access = AdminAccess::new(TOKEN, "127.0.0.1:0", bound);
     let manifest = Manifest {
+        limits: Default::default(),
         name: "q".into(),
         queues: vec![QueueConfig::new("q")],
         jobs: vec![JobSpec {

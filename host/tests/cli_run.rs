@@ -265,9 +265,24 @@ fn plugins_lists_loaded_plugins_with_their_jobs_and_effective_policies() {
         "a job on a queue without retry gets the default"
     );
     assert_eq!(bare["policy"]["max_attempts"], 1);
+    let limited = jobs
+        .iter()
+        .find(|j| j["name"] == "scripted.LimitedJob")
+        .expect("LimitedJob is listed");
+    assert_eq!(
+        limited["concurrency"],
+        serde_json::json!({ "limit": 2, "key": "key", "from": "plugin scripted" }),
+        "a cap the plugin declares is in force, and says where it comes from"
+    );
+    assert_eq!(limited["rate"]["limit"], "100/s");
+    assert_eq!(limited["rate"]["burst"], 10);
     let table = stdout_of(&host.cli(&["plugins"]));
     assert!(
         table.contains("scripted.PatientEmail") && table.contains("5 attempts, fixed 3s"),
+        "{table}"
+    );
+    assert!(
+        table.contains("2 at once per key (plugin scripted)"),
         "{table}"
     );
 }

@@ -41,6 +41,7 @@ async fn host_on(backend: &MemoryBackend, stop: &CancellationToken) -> String {
         timeout: None,
     };
     let manifest = Manifest {
+        limits: Default::default(),
         name: "worker".into(),
         queues: vec![queue],
         jobs: vec![job],

@@ -43,6 +43,7 @@ fn mixed_unit() -> jobhost::worker::Unit {
         })
         .collect();
     let manifest = Manifest {
+        limits: Default::default(),
         name: "mixed".into(),
         queues: vec![queue],
         jobs,

@@ -54,6 +54,7 @@ async fn collector() -> (String, Received) {
 
 fn manifest() -> Manifest {
     Manifest {
+        limits: Default::default(),
         name: "traced".into(),
         queues: vec![QueueConfig::new("q")],
         jobs: vec![JobSpec {

@@ -5,7 +5,7 @@ mod plugin_support;
 use std::path::Path;
 use std::time::Duration;
 
-use jobhost::plugin::{EngineConfig, LoadError};
+use jobhost::plugin::{EngineConfig, LoadError, WIT_VERSION};
 use jobhost_sdk::{Backoff, RetryPolicy};
 use plugin_support::{engine_with, fixture, load, shared_engine, test_config, try_load};
 
@@ -76,7 +76,9 @@ async fn a_component_of_another_world_is_refused_as_not_a_plugin() {
         "the message names the file: {message}"
     );
     assert!(
-        message.contains("does not export `jobhost:plugin/handler@0.2.0`"),
+        message.contains(&format!(
+            "does not export `jobhost:plugin/handler@{WIT_VERSION}`"
+        )),
         "{message}"
     );
 }
@@ -93,7 +95,9 @@ async fn a_plugin_built_against_another_contract_version_is_refused_saying_so() 
         "the message names the file: {message}"
     );
     assert!(
-        message.contains("was built against jobhost:plugin@0.0.1, this host speaks 0.2.0"),
+        message.contains(&format!(
+            "was built against jobhost:plugin@0.0.1, this host speaks {WIT_VERSION}"
+        )),
         "{message}"
     );
 }

@@ -7,6 +7,8 @@
 //! - [`JobError`], [`JobResultExt`]: how a handler says a job did not complete, and `?`
 //!   that says it for any error.
 //! - [`Queues`], [`Job`], [`QueueConfig`] and their derives: a plugin's queues and jobs.
+//! - [`limits`]: fleet-wide concurrency caps and rate limits a plugin declares on its
+//!   queues and job types, in the grammar the operator's grants file writes them.
 //! - [`plugin!`], [`JobContext`], [`Level`], [`EnqueueError`]: export a crate as a plugin;
 //!   what a handler may ask of the host (structured logs, typed follow-up jobs).
 //! - [`config`]: the configuration values and secrets the operator gives the plugin.
@@ -32,6 +34,7 @@ mod error;
 mod guest;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod limits;
 mod policy;
 pub mod prelude;
 mod queue;

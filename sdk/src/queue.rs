@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::RetryPolicy;
+use crate::limits::{JobLimits, QueueLimits};
 
 /// A plugin's set of queues, usually an enum with `#[derive(Queues)]`.
 pub trait Queues: Copy + Eq + Hash + Debug + Send + Sync + 'static {
@@ -17,6 +18,11 @@ pub trait Queues: Copy + Eq + Hash + Debug + Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// This queue's settings.
     fn config(&self) -> QueueConfig;
+    /// This queue's fleet-wide limits (`#[queue(concurrency = .., rate = "..", burst = ..)]`),
+    /// which the operator's grants file may override; none by default.
+    fn limits(&self) -> QueueLimits {
+        QueueLimits::default()
+    }
 }
 
 /// A job type, usually a struct with `#[derive(Job)]`; its value is the payload.
@@ -32,6 +38,12 @@ pub trait Job: Serialize + DeserializeOwned {
     fn retry_policy() -> Option<RetryPolicy>;
     /// The job's own timeout, overriding the queue's.
     fn timeout() -> Option<Duration>;
+    /// The fleet-wide limits of each key of this job type
+    /// (`#[job(concurrency(key = .., limit = ..), rate(key = .., limit = "..", burst = ..))]`),
+    /// which the operator's grants file may override; none by default.
+    fn limits() -> JobLimits {
+        JobLimits::default()
+    }
 }
 
 /// A queue's broker settings and its retry floor.

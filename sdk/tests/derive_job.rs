@@ -107,3 +107,35 @@ fn a_job_timeout_is_its_own_and_absent_by_default() {
     assert_eq!(SendEmail::timeout(), Some(Duration::from_secs(120)));
     assert_eq!(ResizeImage::timeout(), None, "the queue's timeout applies");
 }
+
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    queue = AppQueues::Images,
+    name = "limited",
+    concurrency(key = "customer_id", limit = 2),
+    rate(key = "customer_id", limit = "10/m")
+)]
+struct Limited {
+    customer_id: String,
+}
+
+#[test]
+fn a_job_declares_a_cap_and_a_rate_per_key_of_its_payload() {
+    use jobhost_sdk::limits::{KeyCap, KeyRate, Rate, RateUnit};
+    let limits = Limited::limits();
+    assert_eq!(
+        limits.concurrency,
+        Some(KeyCap {
+            key: "customer_id".to_owned(),
+            limit: 2
+        })
+    );
+    let rate = Rate {
+        count: 10,
+        unit: RateUnit::Minute,
+        burst: 10,
+    };
+    let key = "customer_id".to_owned();
+    assert_eq!(limits.rate, Some(KeyRate { key, rate }));
+    assert_eq!(ResizeImage::limits(), Default::default(), "none by default");
+}

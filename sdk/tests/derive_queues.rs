@@ -166,3 +166,27 @@ fn a_wait_of_exactly_the_longest_hold_compiles_and_is_max_delay() {
         "the derives' limit is the SDK's `MAX_DELAY`, inclusive"
     );
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
+enum Limited {
+    #[queue(concurrency = 4, rate = "50/s", burst = 20)]
+    Capped,
+    Free,
+}
+
+#[test]
+fn a_queue_declares_its_fleet_wide_cap_and_rate_and_others_declare_none() {
+    use jobhost_sdk::limits::{QueueLimits, Rate, RateUnit};
+    assert_eq!(
+        Limited::Capped.limits(),
+        QueueLimits {
+            concurrency: Some(4),
+            rate: Some(Rate {
+                count: 50,
+                unit: RateUnit::Second,
+                burst: 20
+            }),
+        }
+    );
+    assert_eq!(Limited::Free.limits(), QueueLimits::default());
+}

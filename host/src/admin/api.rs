@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use jobhost_sdk::limits::QueueLimits;
 use jobhost_sdk::{Backoff, QueueConfig, QueueType, RetryPolicy};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -12,7 +13,7 @@ use uuid::Uuid;
 pub use super::grants_view::{GrantsView, SecretView};
 pub use super::schedules_view::ScheduleView;
 pub use crate::broker::{Command, DeadLetterList, DeadLetterView, Order, Replayed as ReplayReport};
-use crate::grants::{Grants, Pin};
+use crate::grants::{Grants, LimitSource, Pin};
 use crate::job::JobSpec;
 use crate::job::Operator;
 use crate::worker::{Registry, Route, Unit};
@@ -89,10 +90,14 @@ impl PluginView {
             queues: manifest
                 .queues
                 .iter()
-                .map(|queue| QueueView {
-                    concurrency: CapView::of_queue(grants, &queue.name),
-                    rate: RateView::of_queue(grants, &queue.name),
-                    ..QueueView::from(queue)
+                .map(|queue| {
+                    let declared = manifest.limits.queues.get(&queue.name);
+                    let declared = declared.cloned().unwrap_or_default();
+                    QueueView {
+                        concurrency: CapView::of_queue(grants, &queue.name, &declared, unit.name()),
+                        rate: RateView::of_queue(grants, &queue.name, &declared, unit.name()),
+                        ..QueueView::from(queue)
+                    }
                 })
                 .collect(),
             jobs: manifest
@@ -100,8 +105,8 @@ impl PluginView {
                 .iter()
                 .filter_map(|job| registry.route(&job.name))
                 .map(|route| JobView {
-                    concurrency: CapView::of_job(grants, &route.job.name),
-                    rate: RateView::of_job(grants, &route.job.name),
+                    concurrency: CapView::of_job(grants, route),
+                    rate: RateView::of_job(grants, route),
                     ..JobView::of(route)
                 })
                 .collect(),
@@ -151,27 +156,52 @@ pub struct CapView {
     pub limit: u32,
     /// The payload field whose value is the key, for a per-key cap.
     pub key: Option<String>,
-    /// Where it is set: the grants file's section, e.g. `[queues."emails"] in jobhost.toml`.
+    /// Where it is set: the grants file's section, e.g. `[queues."emails"] in jobhost.toml`,
+    /// or the plugin that declares it, e.g. `plugin email-sender`.
     pub from: String,
 }
 
+/// Where a limit in force is set, as the views say it: the grants file's `section`, or
+/// the plugin `plugin`.
+fn set_in(grants: &Grants, source: LimitSource, section: String, plugin: &str) -> String {
+    match source {
+        LimitSource::File => format!("{section} in {}", grants.shown_file()),
+        LimitSource::Plugin => format!("plugin {}", plugin.split('@').next().unwrap_or(plugin)),
+    }
+}
+
 impl CapView {
-    /// The cap of `queue` in `grants`, if any.
-    fn of_queue(grants: &Grants, queue: &str) -> Option<Self> {
-        grants.caps().queue(queue).map(|limit| Self {
-            limit,
-            key: None,
-            from: format!("[queues.{queue:?}] in {}", grants.shown_file()),
-        })
+    /// The cap of `queue` in force, whose plugin `plugin` declares `declared`.
+    fn of_queue(
+        grants: &Grants,
+        queue: &str,
+        declared: &QueueLimits,
+        plugin: &str,
+    ) -> Option<Self> {
+        grants
+            .queue_concurrency(queue, declared)
+            .map(|(limit, source)| Self {
+                limit,
+                key: None,
+                from: set_in(grants, source, format!("[queues.{queue:?}]"), plugin),
+            })
     }
 
-    /// The per-key cap of `job_type` in `grants`, if any.
-    fn of_job(grants: &Grants, job_type: &str) -> Option<Self> {
-        grants.caps().job(job_type).map(|cap| Self {
-            limit: cap.limit,
-            key: Some(cap.key.clone()),
-            from: format!("[jobs.{job_type:?}] in {}", grants.shown_file()),
-        })
+    /// The per-key cap of `route`'s job type in force.
+    fn of_job(grants: &Grants, route: &Route) -> Option<Self> {
+        let job_type = &route.job.name;
+        grants
+            .job_concurrency(job_type, &route.job_limits)
+            .map(|(cap, source)| Self {
+                limit: cap.limit,
+                key: Some(cap.key.clone()),
+                from: set_in(
+                    grants,
+                    source,
+                    format!("[jobs.{job_type:?}]"),
+                    &route.plugin,
+                ),
+            })
     }
 
     /// How a person reads it: `4 at once` or `2 at once per customer_id`.
@@ -197,24 +227,39 @@ pub struct RateView {
 }
 
 impl RateView {
-    /// The rate limit of `queue` in `grants`, if any.
-    fn of_queue(grants: &Grants, queue: &str) -> Option<Self> {
-        grants.rates().queue(queue).map(|rate| Self {
-            limit: rate.shown(),
-            burst: rate.burst,
-            key: None,
-            from: format!("[queues.{queue:?}] in {}", grants.shown_file()),
-        })
+    /// The rate limit of `queue` in force, whose plugin `plugin` declares `declared`.
+    fn of_queue(
+        grants: &Grants,
+        queue: &str,
+        declared: &QueueLimits,
+        plugin: &str,
+    ) -> Option<Self> {
+        grants
+            .queue_rate(queue, declared)
+            .map(|(rate, source)| Self {
+                limit: rate.shown(),
+                burst: rate.burst,
+                key: None,
+                from: set_in(grants, source, format!("[queues.{queue:?}]"), plugin),
+            })
     }
 
-    /// The per-key rate limit of `job_type` in `grants`, if any.
-    fn of_job(grants: &Grants, job_type: &str) -> Option<Self> {
-        grants.rates().job(job_type).map(|limit| Self {
-            limit: limit.rate.shown(),
-            burst: limit.rate.burst,
-            key: Some(limit.key.clone()),
-            from: format!("[jobs.{job_type:?}] in {}", grants.shown_file()),
-        })
+    /// The per-key rate limit of `route`'s job type in force.
+    fn of_job(grants: &Grants, route: &Route) -> Option<Self> {
+        let job_type = &route.job.name;
+        grants
+            .job_rate(job_type, &route.job_limits)
+            .map(|(limit, source)| Self {
+                limit: limit.rate.shown(),
+                burst: limit.rate.burst,
+                key: Some(limit.key.clone()),
+                from: set_in(
+                    grants,
+                    source,
+                    format!("[jobs.{job_type:?}]"),
+                    &route.plugin,
+                ),
+            })
     }
 
     /// How a person reads it: `10/s, burst 5` or `10/s, burst 5, per customer_id`.
@@ -441,15 +486,25 @@ impl PolicyReport {
             job_type: route.job.name.clone(),
             plugin: route.plugin.to_string(),
             queue: QueueView {
-                concurrency: CapView::of_queue(grants, &route.queue.name),
-                rate: RateView::of_queue(grants, &route.queue.name),
+                concurrency: CapView::of_queue(
+                    grants,
+                    &route.queue.name,
+                    &route.queue_limits,
+                    &route.plugin,
+                ),
+                rate: RateView::of_queue(
+                    grants,
+                    &route.queue.name,
+                    &route.queue_limits,
+                    &route.plugin,
+                ),
                 ..QueueView::from(&route.queue)
             },
             source: PolicySource::of(&route.job, &route.queue),
             policy: PolicyView::from(route.policy()),
             schedule: schedule(&route.policy().backoff),
-            concurrency: CapView::of_job(grants, &route.job.name),
-            rate: RateView::of_job(grants, &route.job.name),
+            concurrency: CapView::of_job(grants, route),
+            rate: RateView::of_job(grants, route),
         }
     }
 }

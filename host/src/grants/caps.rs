@@ -1,7 +1,8 @@
 //! Concurrency caps the operator sets in the grants file, fleet-wide: at most N jobs of a
 //! queue, or of one key of a job type, run at once across every host on the broker (see
-//! docs/flow-control.md). The plugin contract cannot declare them yet, so the operator's
-//! file is their one source, reloaded with the rest of the file.
+//! docs/flow-control.md). Reloaded with the rest of the file; a cap set here overrides the
+//! one a plugin declares ([`Grants::queue_concurrency`](super::Grants::queue_concurrency)).
+//! The numbers and keys follow the SDK's rules (`jobhost_sdk::limits`), as plugins' do.
 //!
 //! ```toml
 //! [queues."emails"]
@@ -15,7 +16,7 @@
 //!   1..=[`KEY_NAME_MAX`] bytes of ASCII letters, digits, `_` and `-`; a section names a
 //!   queue or a job type of at most [`NAME_MAX`] bytes without control characters.
 //!   Anything else refuses the file with its line.
-//! - A job's key ([`KeyCap::key_of`]) is what its payload holds under the field: a string
+//! - A job's key ([`key_of`]) is what its payload holds under the field: a string
 //!   as its text, a number or a boolean as JSON writes it. A payload without the field, or
 //!   with `null`, an array or an object there, falls in one bucket of its own
 //!   ([`CapKey::Missing`]), so a job cannot escape its cap by leaving the key out.
@@ -26,30 +27,19 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use toml::Spanned;
 
+use jobhost_sdk::limits::{check_concurrency, check_key};
+
 use super::GrantsError;
 use super::file::Lines;
 use crate::text::{self, NAME_MAX};
 
-/// The largest cap: a permit queue holds this many permits, made when it is created.
-pub const MAX_CONCURRENCY: u32 = 1000;
-
-/// The longest key field name.
-pub const KEY_NAME_MAX: usize = 64;
+pub use jobhost_sdk::limits::{KEY_NAME_MAX, KeyCap, MAX_CONCURRENCY};
 
 /// Every cap of the grants file, by queue and by job type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Caps {
     queues: BTreeMap<String, u32>,
     jobs: BTreeMap<String, KeyCap>,
-}
-
-/// A cap per key of one job type.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyCap {
-    /// The payload's top-level field whose value is the key.
-    pub key: String,
-    /// Jobs of one key running at once, fleet-wide.
-    pub limit: u32,
 }
 
 /// What a job's payload holds under its cap's key field.
@@ -78,17 +68,10 @@ impl Caps {
     }
 }
 
-impl KeyCap {
-    /// The key of a job whose payload is `payload`. Only the top level is parsed into
-    /// borrowed raw values, so a large payload costs one scan, not a tree.
-    pub fn key_of(&self, payload: &RawValue) -> CapKey {
-        key_of(&self.key, payload)
-    }
-}
-
-/// What `payload` holds under its top-level field `field`, as a cap's or a rate limit's
-/// key: a rate limit reads its key exactly as a cap does.
-pub(super) fn key_of(field: &str, payload: &RawValue) -> CapKey {
+/// What `payload` holds under its top-level field `field`, the key of a cap or a rate limit
+/// per key. Only the top level is parsed into borrowed raw values, so a large payload costs
+/// one scan, not a tree.
+pub fn key_of(field: &str, payload: &RawValue) -> CapKey {
     let Ok(fields) = serde_json::from_str::<BTreeMap<&str, &RawValue>>(payload.get()) else {
         // An escaped field name cannot be borrowed; read those payloads owned.
         return key_of_owned(field, payload);
@@ -169,7 +152,8 @@ pub(super) fn parse(
     Ok(caps)
 }
 
-/// A key field name of `job_type`'s `what` (`concurrency`, `rate`), checked.
+/// A key field name of `job_type`'s `what` (`concurrency`, `rate`), checked by the rule
+/// plugins' declarations follow too.
 pub(super) fn key_name(
     lines: &Lines<'_>,
     key: &Spanned<String>,
@@ -177,21 +161,15 @@ pub(super) fn key_name(
     job_type: &str,
 ) -> Result<String, GrantsError> {
     let text = key.get_ref();
-    let valid = !text.is_empty()
-        && text.len() <= KEY_NAME_MAX
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !valid {
-        return Err(lines.error(
+    check_key(text).map_err(|why| {
+        lines.error(
             key.span(),
             format!(
-                "{what} key `{}` of job type `{job_type}`: it must be 1 to {KEY_NAME_MAX} \
-                 ASCII letters, digits, `_` or `-`, the name of a top-level payload field",
+                "{what} key `{}` of job type `{job_type}`: {why}",
                 text::bounded(text, NAME_MAX)
             ),
-        ));
-    }
+        )
+    })?;
     Ok(text.clone())
 }
 
@@ -214,18 +192,8 @@ pub(super) fn section_name(
 }
 
 fn limit(lines: &Lines<'_>, limit: &Spanned<i64>, of: &str) -> Result<u32, GrantsError> {
-    u32::try_from(*limit.get_ref())
-        .ok()
-        .filter(|n| (1..=MAX_CONCURRENCY).contains(n))
-        .ok_or_else(|| {
-            lines.error(
-                limit.span(),
-                format!(
-                    "concurrency of `{of}` is {}; it must be 1 to {MAX_CONCURRENCY}",
-                    limit.get_ref()
-                ),
-            )
-        })
+    check_concurrency(*limit.get_ref())
+        .map_err(|why| lines.error(limit.span(), format!("concurrency of `{of}` {why}")))
 }
 
 #[cfg(test)]
@@ -340,7 +308,7 @@ mod tests {
             (r#"[1, 2]"#, CapKey::Missing),
             (r#""customer_id""#, CapKey::Missing),
         ] {
-            assert_eq!(cap.key_of(&raw(payload)), key, "{payload}");
+            assert_eq!(key_of(&cap.key, &raw(payload)), key, "{payload}");
         }
     }
 }

@@ -82,11 +82,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+use jobhost_sdk::limits::{JobLimits, QueueLimits};
 use serde::{Deserialize, Serialize};
 
 use crate::text::{self, NAME_MAX};
 
-pub use caps::{CapKey, Caps, KEY_NAME_MAX, KeyCap, MAX_CONCURRENCY};
+pub use caps::{CapKey, Caps, KEY_NAME_MAX, KeyCap, MAX_CONCURRENCY, key_of};
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
 pub use rates::{KeyRate, MAX_BURST, MAX_PER_SECOND, MAX_RATE_COUNT, Rate, RateUnit, Rates};
 pub use schedule::{
@@ -398,6 +399,39 @@ impl Grants {
         &self.rates
     }
 
+    /// The concurrency cap of `queue` in force: the file's, else what its plugin declares
+    /// (`declared`), with where it is set.
+    pub fn queue_concurrency(
+        &self,
+        queue: &str,
+        declared: &QueueLimits,
+    ) -> Option<(u32, LimitSource)> {
+        in_force(self.caps.queue(queue), declared.concurrency)
+    }
+
+    /// The rate limit of `queue` in force: the file's, else its plugin's.
+    pub fn queue_rate(&self, queue: &str, declared: &QueueLimits) -> Option<(Rate, LimitSource)> {
+        in_force(self.rates.queue(queue), declared.rate)
+    }
+
+    /// The per-key cap of `job_type` in force: the file's, else its plugin's.
+    pub fn job_concurrency<'a>(
+        &'a self,
+        job_type: &str,
+        declared: &'a JobLimits,
+    ) -> Option<(&'a KeyCap, LimitSource)> {
+        in_force(self.caps.job(job_type), declared.concurrency.as_ref())
+    }
+
+    /// The per-key rate limit of `job_type` in force: the file's, else its plugin's.
+    pub fn job_rate<'a>(
+        &'a self,
+        job_type: &str,
+        declared: &'a JobLimits,
+    ) -> Option<(&'a KeyRate, LimitSource)> {
+        in_force(self.rates.job(job_type), declared.rate.as_ref())
+    }
+
     /// The queues the file pauses (`[queues."NAME"] paused = true`): no host that reads this
     /// file consumes them, whatever `jobhost queue resume` says, until the file stops saying
     /// so (see docs/flow-control.md, "Pause and resume").
@@ -577,6 +611,21 @@ impl SharedGrants {
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.0.replaced.subscribe()
     }
+}
+
+/// Where a concurrency cap or rate limit in force is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitSource {
+    /// The operator's grants file, which overrides the plugin.
+    File,
+    /// The plugin's declaration (`#[queue(...)]`, `#[job(...)]`).
+    Plugin,
+}
+
+/// The file's limit when it sets one, else the plugin's.
+fn in_force<T>(file: Option<T>, declared: Option<T>) -> Option<(T, LimitSource)> {
+    file.map(|limit| (limit, LimitSource::File))
+        .or_else(|| declared.map(|limit| (limit, LimitSource::Plugin)))
 }
 
 impl Default for SharedGrants {

@@ -1,7 +1,8 @@
 //! Rate limits the operator sets in the grants file, fleet-wide: at most so many jobs of a
 //! queue, or of one key of a job type, start per second, minute or hour across every host
 //! on the broker, with a burst (see docs/flow-control.md, "Rate limits"). As for the caps,
-//! the operator's file is their one source, reloaded with the rest of the file.
+//! reloaded with the rest of the file, overriding what a plugin declares, and written by
+//! the SDK's rules (`jobhost_sdk::limits`).
 //!
 //! ```toml
 //! [queues."emails"]
@@ -15,66 +16,26 @@
 //! - A rate is `COUNT/UNIT`: a count of 1..=[`MAX_RATE_COUNT`], a unit of `s`, `m` or `h`,
 //!   and at most [`MAX_PER_SECOND`] jobs a second in all; a burst is 1..=[`MAX_BURST`].
 //!   Anything else refuses the file with its line.
-//! - A key is read from the payload exactly as a cap's ([`KeyRate::key_of`]): a payload
+//! - A key is read from the payload exactly as a cap's ([`key_of`](super::key_of)): a payload
 //!   without the field shares one bucket of its job type.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use toml::Spanned;
 
 use super::GrantsError;
-use super::caps::{self, CapKey, JobSection, QueueSection};
+use super::caps::{self, JobSection, QueueSection};
 use super::file::Lines;
 use crate::text::{self, NAME_MAX};
 
-/// The largest count of a rate.
-pub const MAX_RATE_COUNT: u32 = 100_000;
-
-/// The fastest rate, in jobs a second: a refiller publishes this many tokens a second.
-pub const MAX_PER_SECOND: u32 = 1000;
-
-/// The largest burst: a token queue holds at most this many tokens.
-pub const MAX_BURST: u32 = 10_000;
+pub use jobhost_sdk::limits::{KeyRate, MAX_BURST, MAX_PER_SECOND, MAX_RATE_COUNT, Rate, RateUnit};
 
 /// Every rate limit of the grants file, by queue and by job type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rates {
     queues: BTreeMap<String, Rate>,
     jobs: BTreeMap<String, KeyRate>,
-}
-
-/// A rate limit: `count` jobs per `unit`, at most `burst` at once after a quiet spell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Rate {
-    /// Jobs per unit.
-    pub count: u32,
-    /// The unit of time.
-    pub unit: RateUnit,
-    /// Tokens saved up at most.
-    pub burst: u32,
-}
-
-/// The unit of a [`Rate`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RateUnit {
-    /// `s`.
-    Second,
-    /// `m`.
-    Minute,
-    /// `h`.
-    Hour,
-}
-
-/// A rate limit per key of one job type.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyRate {
-    /// The payload's top-level field whose value is the key.
-    pub key: String,
-    /// The limit of each key.
-    pub rate: Rate,
 }
 
 impl Rates {
@@ -91,39 +52,6 @@ impl Rates {
     /// Whether the file sets no rate limit at all.
     pub fn is_empty(&self) -> bool {
         self.queues.is_empty() && self.jobs.is_empty()
-    }
-}
-
-impl Rate {
-    /// The unit's length.
-    pub fn per(&self) -> Duration {
-        match self.unit {
-            RateUnit::Second => Duration::from_secs(1),
-            RateUnit::Minute => Duration::from_secs(60),
-            RateUnit::Hour => Duration::from_secs(3600),
-        }
-    }
-
-    /// The time one token takes to come: the unit over the count.
-    pub fn interval(&self) -> Duration {
-        self.per() / self.count
-    }
-
-    /// How the grants file writes it: `10/s`.
-    pub fn shown(&self) -> String {
-        let unit = match self.unit {
-            RateUnit::Second => 's',
-            RateUnit::Minute => 'm',
-            RateUnit::Hour => 'h',
-        };
-        format!("{}/{unit}", self.count)
-    }
-}
-
-impl KeyRate {
-    /// The key of a job whose payload is `payload`, as a cap reads it.
-    pub fn key_of(&self, payload: &RawValue) -> CapKey {
-        caps::key_of(&self.key, payload)
     }
 }
 
@@ -179,50 +107,18 @@ fn parse_rate(
     of: &str,
 ) -> Result<Rate, GrantsError> {
     let text = rate.get_ref();
-    let refused = |why: &str| {
+    let limit = Rate::parse(text).map_err(|why| {
         lines.error(
             rate.span(),
             format!("rate `{}` of `{of}`: {why}", text::bounded(text, NAME_MAX)),
         )
+    })?;
+    let Some(burst) = burst else {
+        return Ok(limit);
     };
-    let (count, unit) = text
-        .split_once('/')
-        .ok_or_else(|| refused("write it as COUNT/UNIT, e.g. `10/s`, `10/m` or `10/h`"))?;
-    let unit = match unit {
-        "s" => RateUnit::Second,
-        "m" => RateUnit::Minute,
-        "h" => RateUnit::Hour,
-        _ => return Err(refused("the unit must be `s`, `m` or `h`")),
-    };
-    let count = count
-        .parse::<u32>()
-        .ok()
-        .filter(|count| (1..=MAX_RATE_COUNT).contains(count))
-        .ok_or_else(|| refused(&format!("the count must be 1 to {MAX_RATE_COUNT}")))?;
-    let mut limit = Rate {
-        count,
-        unit,
-        burst: count,
-    };
-    if limit.interval() < Duration::from_secs(1) / MAX_PER_SECOND {
-        return Err(refused(&format!("at most {MAX_PER_SECOND} jobs a second")));
-    }
-    if let Some(burst) = burst {
-        limit.burst = u32::try_from(*burst.get_ref())
-            .ok()
-            .filter(|n| (1..=MAX_BURST).contains(n))
-            .ok_or_else(|| {
-                lines.error(
-                    burst.span(),
-                    format!(
-                        "burst of `{of}` is {}; it must be 1 to {MAX_BURST}",
-                        burst.get_ref()
-                    ),
-                )
-            })?;
-    }
-    limit.burst = limit.burst.min(MAX_BURST);
-    Ok(limit)
+    limit
+        .with_burst(*burst.get_ref())
+        .map_err(|why| lines.error(burst.span(), format!("burst of `{of}` {why}")))
 }
 
 #[cfg(test)]
@@ -248,7 +144,7 @@ mod tests {
         .expect("valid");
         let emails = both.queue("emails").expect("a queue rate");
         assert_eq!((emails.shown(), emails.burst), ("50/s".into(), 20));
-        assert_eq!(emails.interval(), Duration::from_millis(20));
+        assert_eq!(emails.interval(), std::time::Duration::from_millis(20));
         let other = both.queue("other").expect("a queue rate");
         assert_eq!((other.shown(), other.burst), ("1000/h".into(), 1000));
         let send = both.job("email.Send").expect("a key rate");

@@ -1,7 +1,10 @@
-//! A plugin's manifest in host types: the queues it consumes and the job types it handles.
+//! A plugin's manifest in host types: the queues it consumes, the job types it handles and
+//! the fleet-wide limits it declares on them.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use jobhost_sdk::limits::{JobLimits, QueueLimits};
 use jobhost_sdk::{QueueConfig, RetryPolicy};
 
 /// What a plugin serves: its queues and the job types it handles.
@@ -13,6 +16,20 @@ pub struct Manifest {
     pub queues: Vec<QueueConfig>,
     /// The job types the plugin handles, names unique, each on one of `queues`.
     pub jobs: Vec<JobSpec>,
+    /// The fleet-wide limits it declares on them.
+    pub limits: DeclaredLimits,
+}
+
+/// The concurrency caps and rate limits a plugin declares on its queues
+/// (`#[queue(concurrency = .., rate = ..)]`) and job types (`#[job(concurrency(..),
+/// rate(..))]`), checked by the SDK's rules; the operator's grants file overrides each
+/// (docs/flow-control.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeclaredLimits {
+    /// By queue name; only queues that declare a limit.
+    pub queues: BTreeMap<String, QueueLimits>,
+    /// By job type; only job types that declare a limit.
+    pub jobs: BTreeMap<String, JobLimits>,
 }
 
 impl Manifest {

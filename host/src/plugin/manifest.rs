@@ -7,11 +7,14 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use jobhost_sdk::limits::{
+    JobLimits, KeyCap, KeyRate, QueueLimits, Rate, check_concurrency, check_key,
+};
 use jobhost_sdk::{Backoff, QueueConfig, QueueType, RetryPolicy};
 
 use super::bindings::types as wit;
 use crate::broker::{MAX_HOLD_DELAY, SHORT_STRING_MAX, queue_name_rule};
-use crate::job::{JobSpec, Manifest, ManifestError, job_type_rule};
+use crate::job::{DeclaredLimits, JobSpec, Manifest, ManifestError, job_type_rule};
 use crate::text::{self, NAME_MAX};
 
 /// Turn the guest's manifest into host types, refusing what the host cannot honour.
@@ -23,11 +26,16 @@ pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestErro
         });
     }
     let mut queue_names = HashSet::new();
+    let mut limits = DeclaredLimits::default();
     let queues = manifest
         .queues
         .into_iter()
         .map(|queue| {
+            let declared = queue_limits(&queue)?;
             let queue = queue_config(queue)?;
+            if declared != QueueLimits::default() {
+                limits.queues.insert(queue.name.clone(), declared);
+            }
             if !queue_names.insert(queue.name.clone()) {
                 return Err(ManifestError::DuplicateQueue { name: queue.name });
             }
@@ -39,7 +47,11 @@ pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestErro
         .jobs
         .into_iter()
         .map(|job| {
+            let declared = job_limits(&job)?;
             let job = job_spec(job)?;
+            if declared != JobLimits::default() {
+                limits.jobs.insert(job.name.clone(), declared);
+            }
             if !queue_names.contains(&job.queue) {
                 return Err(ManifestError::UnknownQueue {
                     job: job.name,
@@ -56,7 +68,67 @@ pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestErro
         name: manifest.name,
         queues,
         jobs,
+        limits,
     })
+}
+
+/// A queue's declared limits, checked by the SDK's rules (a plugin not built with the
+/// derives may declare anything).
+fn queue_limits(queue: &wit::QueueConfig) -> Result<QueueLimits, ManifestError> {
+    let owner = format!("queue `{}`", shown(&queue.name));
+    let concurrency = queue
+        .concurrency
+        .map(|limit| check_concurrency(i64::from(limit)))
+        .transpose()
+        .map_err(|why| setting(&owner, "concurrency", why))?;
+    let rate = queue
+        .rate
+        .map(|rate| rate_limit(rate).map_err(|why| setting(&owner, "rate", why)))
+        .transpose()?;
+    Ok(QueueLimits { concurrency, rate })
+}
+
+/// A job type's declared limits per key, checked by the SDK's rules.
+fn job_limits(job: &wit::JobConfig) -> Result<JobLimits, ManifestError> {
+    let owner = format!("job `{}`", shown(&job.name));
+    let concurrency = match &job.concurrency {
+        None => None,
+        Some(cap) => {
+            check_key(&cap.key).map_err(|why| setting(&owner, "concurrency", why))?;
+            let limit = check_concurrency(i64::from(cap.limit))
+                .map_err(|why| setting(&owner, "concurrency", why))?;
+            Some(KeyCap {
+                key: cap.key.clone(),
+                limit,
+            })
+        }
+    };
+    let rate = match &job.rate {
+        None => None,
+        Some(limit) => {
+            check_key(&limit.key).map_err(|why| setting(&owner, "rate", why))?;
+            let rate = rate_limit(limit.rate).map_err(|why| setting(&owner, "rate", why))?;
+            Some(KeyRate {
+                key: limit.key.clone(),
+                rate,
+            })
+        }
+    };
+    Ok(JobLimits { concurrency, rate })
+}
+
+/// A declared rate, held to the rules of one written as `COUNT/UNIT` with a burst.
+fn rate_limit(rate: wit::RateLimit) -> Result<Rate, String> {
+    let unit = match rate.unit {
+        wit::RateUnit::Second => 's',
+        wit::RateUnit::Minute => 'm',
+        wit::RateUnit::Hour => 'h',
+    };
+    let text = format!("{}/{unit}", rate.count);
+    let refused = |why: String| format!("{text} (burst {}): {why}", rate.burst);
+    Rate::parse(&text)
+        .and_then(|parsed| parsed.with_burst(i64::from(rate.burst)))
+        .map_err(refused)
 }
 
 fn queue_config(queue: wit::QueueConfig) -> Result<QueueConfig, ManifestError> {

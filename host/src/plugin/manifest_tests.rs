@@ -10,6 +10,8 @@ fn queue(name: &str) -> wit::QueueConfig {
         message_ttl: None,
         retry: None,
         timeout: None,
+        concurrency: None,
+        rate: None,
     }
 }
 
@@ -19,6 +21,97 @@ fn job(name: &str, queue: &str) -> wit::JobConfig {
         queue: queue.to_owned(),
         retry: None,
         timeout: None,
+        concurrency: None,
+        rate: None,
+    }
+}
+
+fn rate(count: u32, unit: wit::RateUnit, burst: u32) -> wit::RateLimit {
+    wit::RateLimit { count, unit, burst }
+}
+
+#[test]
+fn declared_limits_are_kept_by_queue_and_job_type_and_none_is_not_kept() {
+    let q = wit::QueueConfig {
+        concurrency: Some(4),
+        rate: Some(rate(50, wit::RateUnit::Second, 20)),
+        ..queue("q")
+    };
+    let j = wit::JobConfig {
+        concurrency: Some(wit::KeyConcurrency {
+            key: "customer_id".to_owned(),
+            limit: 2,
+        }),
+        rate: Some(wit::KeyRate {
+            key: "customer_id".to_owned(),
+            rate: rate(10, wit::RateUnit::Minute, 10),
+        }),
+        ..job("j", "q")
+    };
+    let parsed =
+        from_wit(manifest(vec![q, queue("free")], vec![j, job("k", "free")])).expect("valid");
+    let queue = &parsed.limits.queues["q"];
+    assert_eq!(queue.concurrency, Some(4));
+    let queue_rate = queue.rate.expect("a rate");
+    assert_eq!(
+        (queue_rate.shown(), queue_rate.burst),
+        ("50/s".to_owned(), 20)
+    );
+    let job = &parsed.limits.jobs["j"];
+    assert_eq!(job.concurrency.as_ref().map(|cap| cap.limit), Some(2));
+    assert_eq!(
+        job.rate.as_ref().map(|r| r.rate.shown()),
+        Some("10/m".to_owned())
+    );
+    assert!(!parsed.limits.queues.contains_key("free"));
+    assert!(!parsed.limits.jobs.contains_key("k"));
+}
+
+#[test]
+fn declared_limits_out_of_the_sdks_bounds_are_refused_at_load() {
+    let cases = [
+        (
+            wit::QueueConfig {
+                concurrency: Some(0),
+                ..queue("q")
+            },
+            job("j", "q"),
+            "queue `q`: `concurrency` is 0; it must be 1 to 1000",
+        ),
+        (
+            wit::QueueConfig {
+                rate: Some(rate(5000, wit::RateUnit::Second, 10)),
+                ..queue("q")
+            },
+            job("j", "q"),
+            "queue `q`: `rate` 5000/s (burst 10): at most 1000 jobs a second",
+        ),
+        (
+            queue("q"),
+            wit::JobConfig {
+                rate: Some(wit::KeyRate {
+                    key: "k".to_owned(),
+                    rate: rate(1, wit::RateUnit::Hour, 0),
+                }),
+                ..job("j", "q")
+            },
+            "job `j`: `rate` 1/h (burst 0): is 0; it must be 1 to 10000",
+        ),
+        (
+            queue("q"),
+            wit::JobConfig {
+                concurrency: Some(wit::KeyConcurrency {
+                    key: "a.b".to_owned(),
+                    limit: 2,
+                }),
+                ..job("j", "q")
+            },
+            "job `j`: `concurrency` it must be 1 to 64 ASCII letters",
+        ),
+    ];
+    for (q, j, wanted) in cases {
+        let err = from_wit(manifest(vec![q], vec![j])).expect_err(wanted);
+        assert!(err.to_string().starts_with(wanted), "{err}");
     }
 }
 

@@ -30,6 +30,7 @@ const START: i64 = 1_767_225_600_500;
 /// A plugin serving [`JOB_TYPE`] on [`QUEUE`]; the scheduler only routes to it.
 fn plugins() -> Plugins {
     let manifest = Manifest {
+        limits: Default::default(),
         name: "reports".into(),
         queues: vec![QueueConfig::new(QUEUE)],
         jobs: vec![JobSpec {

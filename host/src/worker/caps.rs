@@ -1,9 +1,9 @@
-//! Step 3a of the per-delivery algorithm: the fleet-wide concurrency caps of the grants file
-//! in force (docs/flow-control.md).
+//! Step 3a of the per-delivery algorithm: the fleet-wide concurrency caps in force, the
+//! grants file's or else what the plugin declares (docs/flow-control.md).
 //!
 //! # Contract
 //! - A job runs only while it holds a permit of each cap that applies to it: its job type's
-//!   per-key cap (the key read from its payload by [`KeyCap::key_of`]), then its queue's.
+//!   per-key cap (the key read from its payload by [`key_of`]), then its queue's.
 //!   The permits are held until the handler returns, and given back before the settlement
 //!   publishes, so a slow broker confirm never keeps another job waiting.
 //! - A job that finds a cap without a free permit does not run and spends no attempt: the
@@ -23,7 +23,7 @@ use super::registry::Route;
 use super::{Shared, rates};
 use crate::broker::{Backend, Permits};
 use crate::envelope::Envelope;
-use crate::grants::{CapKey, Caps};
+use crate::grants::{CapKey, Grants, key_of};
 use crate::job::Throttle;
 use crate::policy::HoldDelay;
 use crate::text::{REASON_MAX, bounded};
@@ -48,7 +48,7 @@ pub(super) async fn admit<B: Backend>(
 ) -> Admission<B::Lease> {
     let grants = shared.config.caps.current();
     let wanted = permits(
-        grants.caps(),
+        &grants,
         route,
         envelope,
         shared.config.broker_consumer_timeout,
@@ -85,24 +85,23 @@ pub(super) async fn admit<B: Backend>(
 /// The permits a job of `route` with `envelope` needs, its key's first: the narrower cap
 /// refuses first, so a throttled key does not take and give back its queue's permit.
 fn permits(
-    caps: &Caps,
+    grants: &Grants,
     route: &Route,
     envelope: &Envelope,
     held_at_most: std::time::Duration,
 ) -> Vec<Permits> {
-    if caps.is_empty() {
-        return Vec::new();
-    }
     let job_type: &Arc<str> = &route.job_type;
-    let key = caps.job(job_type).map(|cap| {
-        let key = match cap.key_of(&envelope.payload) {
-            CapKey::Value(text) => Some(text),
-            CapKey::Missing => None,
-        };
-        Permits::for_key(job_type, key.as_deref(), cap.limit, held_at_most)
-    });
-    let queue = caps
-        .queue(&route.queue.name)
-        .map(|limit| Permits::for_queue(&route.queue.name, limit, held_at_most));
+    let key = grants
+        .job_concurrency(job_type, &route.job_limits)
+        .map(|(cap, _)| {
+            let key = match key_of(&cap.key, &envelope.payload) {
+                CapKey::Value(text) => Some(text),
+                CapKey::Missing => None,
+            };
+            Permits::for_key(job_type, key.as_deref(), cap.limit, held_at_most)
+        });
+    let queue = grants
+        .queue_concurrency(&route.queue.name, &route.queue_limits)
+        .map(|(limit, _)| Permits::for_queue(&route.queue.name, limit, held_at_most));
     key.into_iter().chain(queue).collect()
 }

@@ -215,3 +215,65 @@ async fn a_hostile_key_is_capped_like_any_other() {
     );
     h.shutdown().await;
 }
+
+/// A harness like [`capped_by`] whose plugin declares `limits` on queue `q` and job `t`.
+async fn declaring(
+    queue: jobhost_sdk::limits::QueueLimits,
+    job: jobhost_sdk::limits::JobLimits,
+    caps: SharedGrants,
+) -> (Arc<Ledger>, Harness) {
+    let ledger = Arc::new(Ledger::default());
+    let mut declared = manifest("n", QueueConfig::new("q"), &["t"]);
+    declared.limits.queues.insert("q".to_owned(), queue);
+    declared.limits.jobs.insert("t".to_owned(), job);
+    let unit = Unit::new("n", "1", declared, ledger.clone());
+    let config = WorkerConfig {
+        caps,
+        ..WorkerConfig::default()
+    };
+    (ledger, Harness::start([unit], config).await)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cap_the_plugin_declares_binds_until_the_grants_file_sets_another() {
+    use jobhost_sdk::limits::{JobLimits, KeyCap, QueueLimits};
+    let queue = QueueLimits {
+        concurrency: Some(2),
+        rate: None,
+    };
+    let job = JobLimits {
+        concurrency: Some(KeyCap {
+            key: "customer".to_owned(),
+            limit: 1,
+        }),
+        rate: None,
+    };
+    let file = SharedGrants::new(grants(""));
+    let (ledger, h) = declaring(queue, job, file.clone()).await;
+    for i in 0..6 {
+        let customer = ["a", "b", "c"][i % 3];
+        h.enqueue("t", json!({ "customer": customer, "i": i }))
+            .await;
+    }
+    h.run_until_idle().await;
+    assert_eq!(h.log.calls().len(), 6, "every job ran once");
+    assert_eq!(
+        ledger.peak(ALL),
+        2,
+        "the queue cap the plugin declares holds"
+    );
+    assert_eq!(ledger.peak("a"), 1, "and its cap per key");
+    file.replace(grants(
+        "[queues.q]\nconcurrency = 6\n[jobs.t]\nconcurrency = { key = \"customer\", limit = 3 }\n",
+    ));
+    for i in 0..6 {
+        h.enqueue("t", json!({ "customer": "d", "i": i })).await;
+    }
+    h.run_until_idle().await;
+    assert_eq!(
+        ledger.peak("d"),
+        3,
+        "the operator's file overrides the plugin"
+    );
+    h.shutdown().await;
+}

@@ -1,5 +1,5 @@
-//! Step 3b of the per-delivery algorithm: the fleet-wide rate limits of the grants file in
-//! force (docs/flow-control.md, "Rate limits").
+//! Step 3b of the per-delivery algorithm: the fleet-wide rate limits in force, the grants
+//! file's or else what the plugin declares (docs/flow-control.md, "Rate limits").
 //!
 //! # Contract
 //! - A job runs only once it has taken a token of each rate limit that applies to it: its
@@ -19,7 +19,7 @@ use super::Shared;
 use super::registry::Route;
 use crate::broker::{Backend, Tokens};
 use crate::envelope::Envelope;
-use crate::grants::{CapKey, Rates};
+use crate::grants::{CapKey, Grants, key_of};
 use crate::policy::HoldDelay;
 use crate::text::{REASON_MAX, bounded};
 
@@ -31,7 +31,7 @@ pub(super) async fn take<B: Backend>(
     envelope: &Envelope,
 ) -> Option<HoldDelay> {
     let grants = shared.config.caps.current();
-    for tokens in tokens(grants.rates(), route, envelope) {
+    for tokens in tokens(&grants, route, envelope) {
         let wait = || {
             shared
                 .config
@@ -57,25 +57,24 @@ pub(super) async fn take<B: Backend>(
 
 /// The tokens a job of `route` with `envelope` needs, its key's first: the narrower limit
 /// refuses first, so a limited key does not spend its queue's tokens.
-fn tokens(rates: &Rates, route: &Route, envelope: &Envelope) -> Vec<Tokens> {
-    if rates.is_empty() {
-        return Vec::new();
-    }
+fn tokens(grants: &Grants, route: &Route, envelope: &Envelope) -> Vec<Tokens> {
     let job_type = &*route.job_type;
-    let key = rates.job(job_type).map(|limit| {
-        let key = match limit.key_of(&envelope.payload) {
-            CapKey::Value(text) => Some(text),
-            CapKey::Missing => None,
-        };
-        Tokens::for_key(
-            job_type,
-            key.as_deref(),
-            limit.rate.interval(),
-            limit.rate.burst,
-        )
-    });
-    let queue = rates
-        .queue(&route.queue.name)
-        .map(|rate| Tokens::for_queue(&route.queue.name, rate.interval(), rate.burst));
+    let key = grants
+        .job_rate(job_type, &route.job_limits)
+        .map(|(limit, _)| {
+            let key = match key_of(&limit.key, &envelope.payload) {
+                CapKey::Value(text) => Some(text),
+                CapKey::Missing => None,
+            };
+            Tokens::for_key(
+                job_type,
+                key.as_deref(),
+                limit.rate.interval(),
+                limit.rate.burst,
+            )
+        });
+    let queue = grants
+        .queue_rate(&route.queue.name, &route.queue_limits)
+        .map(|(rate, _)| Tokens::for_queue(&route.queue.name, rate.interval(), rate.burst));
     key.into_iter().chain(queue).collect()
 }

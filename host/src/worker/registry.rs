@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+use jobhost_sdk::limits::{JobLimits, QueueLimits};
 use jobhost_sdk::{QueueConfig, RetryPolicy};
 use tokio::sync::watch;
 
@@ -123,6 +124,11 @@ pub struct Route {
     pub job_type: Arc<str>,
     /// The serving plugin's name and version, as the admin API reports it.
     pub plugin: Arc<str>,
+    /// The limits the plugin declares on the job's queue, which the grants file overrides.
+    pub queue_limits: QueueLimits,
+    /// The limits the plugin declares per key of the job type, which the grants file
+    /// overrides.
+    pub job_limits: JobLimits,
 }
 
 impl fmt::Debug for Route {
@@ -252,12 +258,19 @@ impl Registry {
             let plugin: Arc<str> = format!("{}@{}", unit.name(), unit.version).into();
             for job in &unit.manifest.jobs {
                 let queue = declared[job.queue.as_str()].clone();
+                let declared = &unit.manifest.limits;
                 let route = Route {
                     handler: unit.handler.clone(),
                     job: job.clone(),
-                    queue,
                     job_type: job.name.as_str().into(),
                     plugin: plugin.clone(),
+                    queue_limits: declared
+                        .queues
+                        .get(&queue.name)
+                        .cloned()
+                        .unwrap_or_default(),
+                    job_limits: declared.jobs.get(&job.name).cloned().unwrap_or_default(),
+                    queue,
                 };
                 routes.insert(job.name.clone(), Arc::new(route));
             }

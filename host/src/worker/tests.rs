@@ -24,6 +24,7 @@ pub(super) fn manifest(name: &str, queue: QueueConfig, jobs: &[&str]) -> Manifes
         })
         .collect();
     Manifest {
+        limits: Default::default(),
         name: name.into(),
         queues: vec![queue],
         jobs,

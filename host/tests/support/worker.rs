@@ -76,6 +76,7 @@ impl Running {
 /// policy or timeout of the job's own, for native handlers.
 pub(crate) fn one_job(plugin: &str, queue: &QueueConfig, job_type: &str) -> Manifest {
     Manifest {
+        limits: Default::default(),
         name: plugin.into(),
         queues: vec![queue.clone()],
         jobs: vec![JobSpec {

@@ -16,7 +16,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Queues)]
 #[queues(prefix = "examples")]
 enum ApiQueues {
-    #[queue(retry(max_attempts = 3, backoff = "fixed", delay = "1s"))]
+    /// The API allows 10 calls a second from all of us: the whole fleet starts at most 10
+    /// of these jobs a second (the operator's grants file may say otherwise).
+    #[queue(
+        retry(max_attempts = 3, backoff = "fixed", delay = "1s"),
+        rate = "10/s"
+    )]
     Api,
 }
 

@@ -5,8 +5,7 @@ use quote::quote;
 use syn::DeriveInput;
 use syn::ext::IdentExt;
 
-use crate::emit;
-use crate::job_attrs;
+use crate::{emit, job_attrs, limits};
 
 /// `impl jobhost_sdk::Job` for a checked struct, or every error found in it.
 pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
@@ -28,6 +27,7 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
         None => quote!(::core::option::Option::None),
     };
     let timeout = emit::optional_duration(spec.timeout);
+    let limits = limits::emit_job(&spec.limits);
     Ok(quote! {
         #[automatically_derived]
         impl ::jobhost_sdk::Job for #ident {
@@ -41,6 +41,10 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
 
             fn timeout() -> ::core::option::Option<::core::time::Duration> {
                 #timeout
+            }
+
+            fn limits() -> ::jobhost_sdk::limits::JobLimits {
+                #limits
             }
         }
     })

@@ -8,6 +8,7 @@ use syn::{DeriveInput, Ident, Meta, Path};
 
 use crate::attrs::{self, Args};
 use crate::errors::Errors;
+use crate::limits;
 use crate::retry::{self, RetrySpec};
 use crate::shape::{self, ItemKind};
 
@@ -24,9 +25,11 @@ pub(crate) struct JobSpec {
     /// `None` when the job writes no `retry(...)` and so follows its queue.
     pub(crate) retry: Option<RetrySpec>,
     pub(crate) timeout: Option<Duration>,
+    /// Its fleet-wide per-key cap and rate limit.
+    pub(crate) limits: limits::JobLimits,
 }
 
-const KEYS: &[&str] = &["queue", "name", "retry", "timeout"];
+const KEYS: &[&str] = &["queue", "name", "retry", "timeout", "concurrency", "rate"];
 const QUEUE_EXAMPLE: &str = "AppQueues::Images";
 
 /// Read and check the struct's `#[job(...)]`, reporting every error at once.
@@ -66,15 +69,19 @@ pub(crate) fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
             None
         }
     };
-    let spec = match (name, retry, timeout, queue) {
-        (Some(name), Some(retry), Some(timeout), Some((queues, queue))) => Some(JobSpec {
-            ident: input.ident.clone(),
-            name,
-            queues,
-            queue,
-            retry,
-            timeout,
-        }),
+    let limits = limits::job(&args, &mut errors);
+    let spec = match (name, retry, timeout, queue, limits) {
+        (Some(name), Some(retry), Some(timeout), Some((queues, queue)), Some(limits)) => {
+            Some(JobSpec {
+                ident: input.ident.clone(),
+                name,
+                queues,
+                queue,
+                retry,
+                timeout,
+                limits,
+            })
+        }
         _ => None,
     };
     errors.finish(spec)

@@ -6,7 +6,8 @@
 //!   attributes (syn only, unit-tested), every mistake collected by `errors`.
 //! - `queues`, `job`, `emit`: the expansions, which name only `::jobhost_sdk` paths.
 //! - `duration`: the SDK's own `sdk/src/duration.rs`, compiled in so that attributes and
-//!   the host's flags share one duration grammar.
+//!   the host's flags share one duration grammar; `limits_rules`, likewise
+//!   `sdk/src/limits.rs`, and `limits`, the caps and rate limits read with those rules.
 
 #![warn(missing_docs)]
 
@@ -16,9 +17,15 @@ mod attrs;
 #[path = "../../src/duration.rs"]
 mod duration;
 mod emit;
+mod limits;
+// The SDK's rules for limits, compiled in like `duration`: one grammar for attributes,
+// the host's load checks and the grants file.
 mod errors;
 mod job;
 mod job_attrs;
+#[allow(unreachable_pub, dead_code)]
+#[path = "../../src/limits.rs"]
+mod limits_rules;
 mod queues;
 mod queues_attrs;
 mod retry;
@@ -50,6 +57,14 @@ use syn::{DeriveInput, parse_macro_input};
 ///   default none.
 /// - `timeout = "duration"`: default none.
 /// - `retry(...)`: the queue's policy; without it, `RetryPolicy::default()` (one attempt).
+/// - `concurrency = N`: at most N (1..=1000) of its jobs run at once across every host on
+///   the broker; default none.
+/// - `rate = "COUNT/UNIT"` (`"50/s"`, `"10/m"`, `"1000/h"`; at most 1000 a second) and
+///   `burst = N` (1..=10000, default the count, and only with `rate`): at most that many
+///   of its jobs start per unit across the fleet; default none.
+///
+/// The operator's grants file may set or override `concurrency` and `rate`
+/// (`jobhost_sdk::limits`, docs/flow-control.md).
 ///
 /// `retry(...)` keys: `max_attempts` (at least 1, default 3), `backoff` (`"none"`,
 /// `"fixed"` or `"exponential"`, the default); for fixed, `delay` (required); for
@@ -89,6 +104,13 @@ pub fn derive_queues(input: TokenStream) -> TokenStream {
 /// - `retry(...)`: the job's own policy, the grammar of [`macro@Queues`]. It replaces the
 ///   queue's policy entirely (keys are not merged); without it the queue's policy applies.
 /// - `timeout = "duration"`: overrides the queue's timeout.
+/// - `concurrency(key = "field", limit = N)`: at most N (1..=1000) jobs whose payload holds
+///   one value under its top-level field `field` run at once across the fleet.
+/// - `rate(key = "field", limit = "COUNT/UNIT", burst = N)`: the jobs of one key start at
+///   most at that rate (the grammar of the queue's `rate`; `burst` optional).
+///
+/// A key is 1 to 64 ASCII letters, digits, `_` or `-`. The operator's grants file may set
+/// or override both.
 #[proc_macro_derive(Job, attributes(job))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

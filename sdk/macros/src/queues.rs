@@ -4,8 +4,8 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::DeriveInput;
 
-use crate::emit;
 use crate::queues_attrs::{self, QueueSpec, QueueType};
+use crate::{emit, limits};
 
 /// `impl jobhost_sdk::Queues` for a checked enum, or every error found in it.
 pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
@@ -14,6 +14,10 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     let variants: Vec<_> = set.queues.iter().map(|queue| &queue.variant).collect();
     let names = set.queues.iter().map(|queue| &queue.name);
     let configs = set.queues.iter().map(config);
+    let limits = set
+        .queues
+        .iter()
+        .map(|queue| limits::emit_queue(&queue.limits));
     Ok(quote! {
         #[automatically_derived]
         impl ::jobhost_sdk::Queues for #ident {
@@ -30,6 +34,12 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             fn config(&self) -> ::jobhost_sdk::QueueConfig {
                 match self {
                     #(Self::#variants => #configs,)*
+                }
+            }
+
+            fn limits(&self) -> ::jobhost_sdk::limits::QueueLimits {
+                match self {
+                    #(Self::#variants => #limits,)*
                 }
             }
         }

@@ -9,6 +9,7 @@ use syn::{Attribute, Data, DeriveInput, Fields, Ident, Variant};
 
 use crate::attrs::{self, Args};
 use crate::errors::Errors;
+use crate::limits;
 use crate::retry::{self, RetrySpec};
 use crate::shape::{self, ItemKind};
 
@@ -34,6 +35,8 @@ pub(crate) struct QueueSpec {
     pub(crate) timeout: Option<Duration>,
     /// `None` when the variant writes no `retry(...)`.
     pub(crate) retry: Option<RetrySpec>,
+    /// Its fleet-wide cap and rate limit.
+    pub(crate) limits: limits::QueueLimits,
 }
 
 const QUEUE_KEYS: &[&str] = &[
@@ -45,6 +48,9 @@ const QUEUE_KEYS: &[&str] = &[
     "max_priority",
     "timeout",
     "retry",
+    "concurrency",
+    "rate",
+    "burst",
 ];
 
 /// Read and check the enum and all its variants, reporting every error at once.
@@ -145,6 +151,7 @@ fn queue(variant: &Variant, prefix: Option<&str>, errors: &mut Errors) -> Option
             .and_then(|list| retry::parse(list, errors))
             .map(Some)
     });
+    let limits = limits::queue(&args, errors);
     let (name, name_span) = name?;
     unit.then_some(QueueSpec {
         variant: ident.clone(),
@@ -157,6 +164,7 @@ fn queue(variant: &Variant, prefix: Option<&str>, errors: &mut Errors) -> Option
         message_ttl: message_ttl?,
         timeout: timeout?,
         retry: retry?,
+        limits: limits?,
     })
 }
 

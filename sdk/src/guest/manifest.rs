@@ -2,6 +2,7 @@
 
 use super::bindings::jobhost::plugin::types;
 use super::millis;
+use crate::limits::{Rate, RateUnit};
 use crate::{Backoff, Job, QueueType, Queues, RetryPolicy};
 
 /// The manifest of plugin `name`: every queue of `Q`, and `jobs` (built by [`job_config`]).
@@ -15,16 +16,26 @@ pub fn manifest<Q: Queues>(name: &str, jobs: Vec<types::JobConfig>) -> types::Ma
 
 /// The manifest entry of job `J`, whose queue must belong to the plugin's queue set `Q`.
 pub fn job_config<Q: Queues, J: Job<Queues = Q>>() -> types::JobConfig {
+    let limits = J::limits();
     types::JobConfig {
         name: J::NAME.to_owned(),
         queue: J::QUEUE.name().to_owned(),
         retry: J::retry_policy().map(|policy| retry_policy(&policy)),
         timeout: J::timeout().map(millis),
+        concurrency: limits.concurrency.map(|cap| types::KeyConcurrency {
+            key: cap.key,
+            limit: cap.limit,
+        }),
+        rate: limits.rate.map(|limit| types::KeyRate {
+            key: limit.key,
+            rate: rate_limit(limit.rate),
+        }),
     }
 }
 
 fn queue_config<Q: Queues>(queue: &Q) -> types::QueueConfig {
     let config = queue.config();
+    let limits = queue.limits();
     types::QueueConfig {
         name: config.name,
         prefetch: config.prefetch,
@@ -39,6 +50,20 @@ fn queue_config<Q: Queues>(queue: &Q) -> types::QueueConfig {
         // the default policy; the host maps it back to `RetryPolicy::default()`.
         retry: (config.retry != RetryPolicy::default()).then(|| retry_policy(&config.retry)),
         timeout: config.timeout.map(millis),
+        concurrency: limits.concurrency,
+        rate: limits.rate.map(rate_limit),
+    }
+}
+
+fn rate_limit(rate: Rate) -> types::RateLimit {
+    types::RateLimit {
+        count: rate.count,
+        unit: match rate.unit {
+            RateUnit::Second => types::RateUnit::Second,
+            RateUnit::Minute => types::RateUnit::Minute,
+            RateUnit::Hour => types::RateUnit::Hour,
+        },
+        burst: rate.burst,
     }
 }
 

@@ -49,12 +49,16 @@ impl Guest for Hostcalls {
                 message_ttl: None,
                 retry: None,
                 timeout: None,
+                concurrency: None,
+                rate: None,
             }],
             jobs: vec![JobConfig {
                 name: "hostcalls.Flood".to_owned(),
                 queue: "test.hostcalls".to_owned(),
                 retry: None,
                 timeout: None,
+                concurrency: None,
+                rate: None,
             }],
         }
     }

@@ -10,6 +10,7 @@
 //! | `scripted.BareJobWithRetry` | `test.bare` | 3 attempts, fixed 5s |
 //! | `scripted.JitteredJob` | `test.jittered`: 5 attempts, default exponential | none |
 //! | `scripted.UrgentJob` | `test.urgent`: max priority 5, 3 attempts, fixed 2s | none |
+//! | `scripted.LimitedJob` | `test.bare` | none; 2 at once and 100/s per `key`, declared |
 
 use std::time::{Duration, Instant};
 
@@ -140,6 +141,17 @@ struct JitteredJob(Script);
 #[job(name = "scripted.UrgentJob", queue = TestQueues::Urgent)]
 struct UrgentJob(Script);
 
+/// `scripted.LimitedJob`: fleet-wide limits per value of its script's `key`, declared here
+/// (the operator's grants file may override them).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    name = "scripted.LimitedJob",
+    queue = TestQueues::Bare,
+    concurrency(key = "key", limit = 2),
+    rate(key = "key", limit = "100/s", burst = 10)
+)]
+struct LimitedJob(Script);
+
 /// Every job above is its [`Script`].
 macro_rules! scripts {
     ($($job:ident),+) => {$(
@@ -158,7 +170,8 @@ scripts!(
     BareJob,
     BareJobWithRetry,
     JitteredJob,
-    UrgentJob
+    UrgentJob,
+    LimitedJob
 );
 
 /// Runs the job's script.
@@ -217,4 +230,5 @@ jobhost_sdk::plugin!(queues = TestQueues, jobs = {
     BareJobWithRetry => run,
     JitteredJob => run,
     UrgentJob => run,
+    LimitedJob => run,
 });
