@@ -530,6 +530,46 @@ async function loadSession() {
   pill.className = state.canChange ? "pill pill-session" : "pill";
 }
 
+// --- schedules -----------------------------------------------------------------------
+
+// How often the page reads `GET /schedules`: its next ticks and firings come from the
+// broker, so not with every overview.
+const SCHEDULES_EVERY_MS = 10000;
+
+async function loadSchedules() {
+  try {
+    const answer = await fetch("/schedules", { credentials: "same-origin" });
+    const body = await answer.json();
+    if (!answer.ok) throw new Error(body.error || answer.statusText);
+    renderSchedules(body, Date.now());
+  } catch (err) {
+    toast(`Reading the schedules failed: ${err.message}`, true);
+  }
+}
+
+function renderSchedules(schedules, now) {
+  const rows = schedules.map((s) => {
+    const when = s.cron ? `${s.cron} (${s.tz || "UTC"})` : `every ${duration(s.every_ms)}`;
+    const name = el("td", {}, el("span", { class: "name" }, s.name));
+    if (!s.enabled) name.append(" ", el("span", { class: "badge b-plain", title: "enabled = false: it does not fire" }, "disabled"));
+    const next = s.next_ms === null || s.next_ms === undefined
+      ? el("span", { class: "muted" }, "none")
+      : el("span", { title: clock(s.next_ms) }, s.next_ms > now ? `in ${duration(s.next_ms - now)}` : "due");
+    const firings = s.firings.slice(0, 3).map((f) => el("div", { class: "firing", title: `enqueued ${clock(f.at_ms)} by ${f.host}` },
+      el("span", { class: "when" }, ago(f.tick_ms, now)), " ", el("span", { class: "muted" }, f.host), " ",
+      el("span", { class: "mono" }, String(f.job_id).slice(0, 8))));
+    return el("tr", { "data-schedule": s.name },
+      name,
+      el("td", { class: "mono" }, s.job_type),
+      el("td", { class: "mono" }, when),
+      el("td", {}, s.missed),
+      el("td", {}, next),
+      el("td", {}, ...(firings.length ? firings : [el("span", { class: "muted" }, "not fired yet")])));
+  });
+  replaceRows(document.querySelector("#schedules tbody"), rows);
+  document.getElementById("schedules-empty").classList.toggle("hidden", rows.length > 0);
+}
+
 function render(overview) {
   state.overview = overview;
   record(overview);
@@ -566,4 +606,6 @@ document.addEventListener("DOMContentLoaded", async () => {
   // The host shows its state only to a session: `jobhost dashboard` prints a link that opens one.
   if (!state.canChange) return live(false, "sign in: run `jobhost dashboard`");
   connect();
+  loadSchedules();
+  setInterval(loadSchedules, SCHEDULES_EVERY_MS);
 });
