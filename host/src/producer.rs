@@ -25,12 +25,14 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use jobhost_sdk::limits::UniqueKey;
 use jobhost_sdk::{Job, Queues};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::broker::{Backend, BrokerError, Taken, UniqueLock};
 use crate::envelope::Envelope;
+use crate::grants::{CapKey, key_of};
 use crate::job::Deadline;
 use crate::policy::{Granularity, HoldDelay};
 use crate::text::{NAME_MAX, bounded};
@@ -232,6 +234,20 @@ impl EnqueueOptions {
         }
     }
 
+    /// Unique as its job type declares (`#[job(unique(key = "field", for = "10m"))]`) for a
+    /// job with `payload`: by the value under the declared field, read as a cap reads its
+    /// key; a payload without it (or with `null`, an array or an object there) is not
+    /// unique. Options that say how the job is unique already ([`Self::unique`]) win.
+    pub fn unique_as_declared(self, declared: Option<&UniqueKey>, payload: &RawValue) -> Self {
+        let Some(declared) = declared.filter(|_| self.unique.is_none()) else {
+            return self;
+        };
+        match key_of(&declared.key, payload) {
+            CapKey::Value(key) => self.unique(key, declared.for_),
+            CapKey::Missing => self,
+        }
+    }
+
     /// Join the caller's trace: `trace`'s `traceparent` is the new job's parent.
     pub fn trace(self, trace: TraceContext) -> Self {
         Self {
@@ -284,5 +300,6 @@ fn envelope<J: Job>(
         cause,
     };
     let payload: Box<RawValue> = serde_json::value::to_raw_value(job).map_err(serialize)?;
+    let options = options.unique_as_declared(J::limits().unique.as_ref(), &payload);
     Ok(options.first_attempt(J::NAME, J::QUEUE.name(), payload)?)
 }

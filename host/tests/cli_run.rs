@@ -276,6 +276,24 @@ fn plugins_lists_loaded_plugins_with_their_jobs_and_effective_policies() {
     );
     assert_eq!(limited["rate"]["limit"], "100/s");
     assert_eq!(limited["rate"]["burst"], 10);
+    assert_eq!(
+        limited["unique"],
+        serde_json::json!({ "key": "key", "for_ms": 600_000 })
+    );
+    // Unique as declared: while the first `a` is held, a second `a` is refused, a `b` is not.
+    let enqueue = |key: &str| {
+        let payload = format!(r#"{{"key": "{key}"}}"#);
+        host.cli(&["enqueue", "scripted.LimitedJob", &payload, "--delay", "10m"])
+    };
+    stdout_of(&enqueue("a"));
+    let duplicate = enqueue("a");
+    assert!(!duplicate.status.success(), "a second `a` is refused");
+    let refused = String::from_utf8_lossy(&duplicate.stderr);
+    assert!(
+        refused.contains("duplicate") || refused.contains("unique"),
+        "{refused}"
+    );
+    stdout_of(&enqueue("b"));
     let table = stdout_of(&host.cli(&["plugins"]));
     assert!(
         table.contains("scripted.PatientEmail") && table.contains("5 attempts, fixed 3s"),

@@ -46,6 +46,19 @@ pub struct JobLimits {
     pub concurrency: Option<KeyCap>,
     /// Jobs of one key starting per unit, fleet-wide.
     pub rate: Option<KeyRate>,
+    /// At most one job of a key queued, held or running at once.
+    pub unique: Option<UniqueKey>,
+}
+
+/// Unique jobs per key of one job type: while a job whose payload holds one value under
+/// `key` is queued, held or running (for at most `for_` after it was enqueued), another
+/// enqueue of that value is refused and answers the existing job's id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UniqueKey {
+    /// The payload's top-level field whose value is the key.
+    pub key: String,
+    /// How long a job holds its key at most: 1 ms to the longest hold (`MAX_DELAY`).
+    pub for_: Duration,
 }
 
 /// A cap per key of one job type.

@@ -133,6 +133,19 @@ pub struct JobView {
     /// Its per-key rate limit, when the grants file sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateView>,
+    /// How its jobs are unique, when its plugin declares it (`#[job(unique(..))]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique: Option<UniqueView>,
+}
+
+/// Unique jobs per key, as a job type declares them: an enqueue through the host or a
+/// typed producer while a job of the same value is queued, held or running is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UniqueView {
+    /// The payload field whose value is the key.
+    pub key: String,
+    /// How long a job holds its key at most, in milliseconds.
+    pub for_ms: u64,
 }
 
 impl JobView {
@@ -145,6 +158,10 @@ impl JobView {
             timeout_ms: route.job.timeout.map(millis),
             concurrency: None,
             rate: None,
+            unique: route.job_limits.unique.as_ref().map(|unique| UniqueView {
+                key: unique.key.clone(),
+                for_ms: millis(unique.for_),
+            }),
         }
     }
 }

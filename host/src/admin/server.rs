@@ -200,6 +200,11 @@ async fn enqueue_job<B: AdminBackend>(
     if let Some(unique) = &request.unique {
         options = options.unique(unique.key.as_str(), Duration::from_millis(unique.for_ms));
     }
+    if let Some(declared) = &route.job_limits.unique
+        && let Ok(payload) = serde_json::value::to_raw_value(&request.payload)
+    {
+        options = options.unique_as_declared(Some(declared), &payload);
+    }
     if let Some(value) = request.traceparent.as_deref() {
         let trace =
             TraceContext::from_headers(value.as_bytes(), None).ok_or_else(bad_traceparent)?;

@@ -8,12 +8,12 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use jobhost_sdk::limits::{
-    JobLimits, KeyCap, KeyRate, QueueLimits, Rate, check_concurrency, check_key,
+    JobLimits, KeyCap, KeyRate, QueueLimits, Rate, UniqueKey, check_concurrency, check_key,
 };
 use jobhost_sdk::{Backoff, QueueConfig, QueueType, RetryPolicy};
 
 use super::bindings::types as wit;
-use crate::broker::{MAX_HOLD_DELAY, SHORT_STRING_MAX, queue_name_rule};
+use crate::broker::{MAX_HOLD_DELAY, SHORT_STRING_MAX, UNIQUE_FOR_MAX, queue_name_rule};
 use crate::job::{DeclaredLimits, JobSpec, Manifest, ManifestError, job_type_rule};
 use crate::text::{self, NAME_MAX};
 
@@ -114,7 +114,26 @@ fn job_limits(job: &wit::JobConfig) -> Result<JobLimits, ManifestError> {
             })
         }
     };
-    Ok(JobLimits { concurrency, rate })
+    let unique = match &job.unique {
+        None => None,
+        Some(unique) => {
+            check_key(&unique.key).map_err(|why| setting(&owner, "unique", why))?;
+            let for_ = Duration::from_millis(unique.for_);
+            if for_.is_zero() || for_ > UNIQUE_FOR_MAX {
+                let why = format!("`for` is {for_:?}; it must be 1ms to {UNIQUE_FOR_MAX:?}");
+                return Err(setting(&owner, "unique", why));
+            }
+            Some(UniqueKey {
+                key: unique.key.clone(),
+                for_,
+            })
+        }
+    };
+    Ok(JobLimits {
+        concurrency,
+        rate,
+        unique,
+    })
 }
 
 /// A declared rate, held to the rules of one written as `COUNT/UNIT` with a burst.

@@ -23,6 +23,7 @@ fn job(name: &str, queue: &str) -> wit::JobConfig {
         timeout: None,
         concurrency: None,
         rate: None,
+        unique: None,
     }
 }
 
@@ -50,20 +51,36 @@ fn declared_limits_are_kept_by_queue_and_job_type_and_none_is_not_kept() {
     };
     let parsed =
         from_wit(manifest(vec![q, queue("free")], vec![j, job("k", "free")])).expect("valid");
-    let queue = &parsed.limits.queues["q"];
-    assert_eq!(queue.concurrency, Some(4));
-    let queue_rate = queue.rate.expect("a rate");
+    let declared_queue = &parsed.limits.queues["q"];
+    assert_eq!(declared_queue.concurrency, Some(4));
+    let queue_rate = declared_queue.rate.expect("a rate");
     assert_eq!(
         (queue_rate.shown(), queue_rate.burst),
         ("50/s".to_owned(), 20)
     );
-    let job = &parsed.limits.jobs["j"];
-    assert_eq!(job.concurrency.as_ref().map(|cap| cap.limit), Some(2));
+    let declared_job = &parsed.limits.jobs["j"];
     assert_eq!(
-        job.rate.as_ref().map(|r| r.rate.shown()),
+        declared_job.concurrency.as_ref().map(|cap| cap.limit),
+        Some(2)
+    );
+    assert_eq!(
+        declared_job.rate.as_ref().map(|r| r.rate.shown()),
         Some("10/m".to_owned())
     );
     assert!(!parsed.limits.queues.contains_key("free"));
+    let unique = wit::JobConfig {
+        unique: Some(wit::UniqueKey {
+            key: "order_id".to_owned(),
+            for_: 600_000,
+        }),
+        ..job("u", "q")
+    };
+    let parsed = from_wit(manifest(vec![queue("q")], vec![unique])).expect("valid");
+    let declared = parsed.limits.jobs["u"].unique.as_ref().expect("unique");
+    assert_eq!(
+        (declared.key.as_str(), declared.for_),
+        ("order_id", Duration::from_secs(600))
+    );
     assert!(!parsed.limits.jobs.contains_key("k"));
 }
 
@@ -107,6 +124,17 @@ fn declared_limits_out_of_the_sdks_bounds_are_refused_at_load() {
                 ..job("j", "q")
             },
             "job `j`: `concurrency` it must be 1 to 64 ASCII letters",
+        ),
+        (
+            queue("q"),
+            wit::JobConfig {
+                unique: Some(wit::UniqueKey {
+                    key: "order_id".to_owned(),
+                    for_: 0,
+                }),
+                ..job("j", "q")
+            },
+            "job `j`: `unique` `for` is 0ns; it must be 1ms to",
         ),
     ];
     for (q, j, wanted) in cases {

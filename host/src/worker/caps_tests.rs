@@ -247,6 +247,7 @@ async fn a_cap_the_plugin_declares_binds_until_the_grants_file_sets_another() {
             limit: 1,
         }),
         rate: None,
+        unique: None,
     };
     let file = SharedGrants::new(grants(""));
     let (ledger, h) = declaring(queue, job, file.clone()).await;

@@ -10,8 +10,13 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use quote::ToTokens;
+use syn::ext::IdentExt;
+use syn::parse::ParseStream;
 use syn::punctuated::Punctuated;
-use syn::{Attribute, Expr, ExprLit, ExprUnary, Lit, LitStr, Meta, MetaList, Path, Token, UnOp};
+use syn::{
+    Attribute, Expr, ExprLit, ExprUnary, Ident, Lit, LitStr, Meta, MetaList, MetaNameValue, Path,
+    Token, UnOp,
+};
 
 use crate::duration::parse_duration;
 use crate::errors::Errors;
@@ -45,6 +50,39 @@ impl Args {
     pub(crate) fn from_list(list: &MetaList, accepted: &[&str], errors: &mut Errors) -> Self {
         let parsed = list.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated);
         let items = errors.ok(parsed).into_iter().flatten().collect();
+        Self::checked(
+            items,
+            &format!("{}(...)", list.path.to_token_stream()),
+            accepted,
+            errors,
+        )
+    }
+
+    /// Like [`Args::from_list`] for a list of `key = value` items only, whose keys may be
+    /// Rust keywords (`unique(key = "..", for = "10m")`), which `Meta` does not parse.
+    pub(crate) fn from_name_values(
+        list: &MetaList,
+        accepted: &[&str],
+        errors: &mut Errors,
+    ) -> Self {
+        let parsed = list.parse_args_with(|input: ParseStream<'_>| {
+            let mut items = Vec::new();
+            while !input.is_empty() {
+                let key = Ident::parse_any(input)?;
+                let eq_token: Token![=] = input.parse()?;
+                let value: Expr = input.parse()?;
+                items.push(Meta::NameValue(MetaNameValue {
+                    path: Path::from(key),
+                    eq_token,
+                    value,
+                }));
+                if !input.is_empty() {
+                    input.parse::<Token![,]>()?;
+                }
+            }
+            Ok(items)
+        });
+        let items = errors.ok(parsed).unwrap_or_default();
         Self::checked(
             items,
             &format!("{}(...)", list.path.to_token_stream()),

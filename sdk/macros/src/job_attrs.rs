@@ -29,7 +29,15 @@ pub(crate) struct JobSpec {
     pub(crate) limits: limits::JobLimits,
 }
 
-const KEYS: &[&str] = &["queue", "name", "retry", "timeout", "concurrency", "rate"];
+const KEYS: &[&str] = &[
+    "queue",
+    "name",
+    "retry",
+    "timeout",
+    "concurrency",
+    "rate",
+    "unique",
+];
 const QUEUE_EXAMPLE: &str = "AppQueues::Images";
 
 /// Read and check the struct's `#[job(...)]`, reporting every error at once.

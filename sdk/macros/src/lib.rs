@@ -109,8 +109,13 @@ pub fn derive_queues(input: TokenStream) -> TokenStream {
 /// - `rate(key = "field", limit = "COUNT/UNIT", burst = N)`: the jobs of one key start at
 ///   most at that rate (the grammar of the queue's `rate`; `burst` optional).
 ///
+/// - `unique(key = "field", for = "duration")`: while a job whose payload holds one value
+///   under `field` is queued, held or running (at most `for` after it was enqueued), an
+///   enqueue of that value through the host or a typed producer is refused and answers the
+///   existing job's id; a payload without the field is not unique.
+///
 /// A key is 1 to 64 ASCII letters, digits, `_` or `-`. The operator's grants file may set
-/// or override both.
+/// or override `concurrency` and `rate`.
 #[proc_macro_derive(Job, attributes(job))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

@@ -2,11 +2,15 @@
 //! `#[job(...)]` (`concurrency(key, limit)`, `rate(key, limit, burst)`), checked by the
 //! SDK's own rules (`sdk/src/limits.rs`, compiled in), and their expansions.
 
+use std::time::Duration;
+
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::Meta;
 
 use crate::attrs::{self, Args};
+use crate::duration::MAX_DELAY;
+use crate::emit;
 use crate::errors::Errors;
 use crate::limits_rules::{Rate, RateUnit, check_concurrency, check_key};
 
@@ -22,6 +26,7 @@ pub(crate) struct QueueLimits {
 pub(crate) struct JobLimits {
     pub(crate) concurrency: Option<(String, u32)>,
     pub(crate) rate: Option<(String, Rate)>,
+    pub(crate) unique: Option<(String, Duration)>,
 }
 
 /// `concurrency = N`, `rate = "COUNT/UNIT"` and `burst = N` of a `#[queue(...)]`.
@@ -65,10 +70,32 @@ pub(crate) fn job(args: &Args, errors: &mut Errors) -> Option<JobLimits> {
             .and_then(|limit| rate_of(limit, inner.get("burst"), "`rate(limit)`", errors));
         Some(Some((key?, rate?)))
     });
+    let unique = args.read_or("unique", None, errors, |meta, errors| {
+        let list = attrs::nested(meta, errors)?;
+        let inner = Args::from_name_values(list, &["key", "for"], errors);
+        let key = key(&inner, meta, "unique", errors);
+        let for_ = required(&inner, meta, "unique", "for", errors)
+            .and_then(|for_| unique_for(for_, errors));
+        Some(Some((key?, for_?)))
+    });
     Some(JobLimits {
         concurrency: concurrency?,
         rate: rate?,
+        unique: unique?,
     })
+}
+
+/// How long a unique job holds its key: a duration up to the longest hold.
+fn unique_for(meta: &Meta, errors: &mut Errors) -> Option<Duration> {
+    let for_ = attrs::duration(meta, errors)?;
+    if for_ > MAX_DELAY {
+        errors.spanned(
+            meta,
+            format!("`unique(for)` of {for_:?} is longer than a job can be held, {MAX_DELAY:?}"),
+        );
+        return None;
+    }
+    Some(for_)
 }
 
 fn concurrency(meta: &Meta, what: &str, errors: &mut Errors) -> Option<u32> {
@@ -138,7 +165,18 @@ pub(crate) fn emit_job(limits: &JobLimits) -> TokenStream {
             rate: #rate,
         })
     }));
-    quote!(::jobhost_sdk::limits::JobLimits { concurrency: #concurrency, rate: #rate })
+    let unique = option(limits.unique.as_ref().map(|(key, for_)| {
+        let for_ = emit::duration(*for_);
+        quote!(::jobhost_sdk::limits::UniqueKey {
+            key: ::std::string::String::from(#key),
+            for_: #for_,
+        })
+    }));
+    quote!(::jobhost_sdk::limits::JobLimits {
+        concurrency: #concurrency,
+        rate: #rate,
+        unique: #unique,
+    })
 }
 
 fn emit_rate(rate: &Rate) -> TokenStream {
@@ -180,7 +218,8 @@ mod tests {
 
     fn job_of(attr: Attribute) -> Result<JobLimits, Vec<String>> {
         let mut errors = Errors::default();
-        let args = Args::from_attrs(&[attr], "job", &["concurrency", "rate"], &mut errors);
+        let keys = &["concurrency", "rate", "unique"];
+        let args = Args::from_attrs(&[attr], "job", keys, &mut errors);
         let limits = job(&args, &mut errors);
         errors
             .finish(limits)
@@ -215,6 +254,13 @@ mod tests {
         assert_eq!(
             (key.as_str(), rate.count, rate.burst),
             ("customer_id", 10, 10)
+        );
+        let unique = job_of(parse_quote!(#[job(unique(key = "order_id", for = "10m"))]))
+            .expect("valid")
+            .unique;
+        assert_eq!(
+            unique,
+            Some(("order_id".to_owned(), Duration::from_secs(600)))
         );
     }
 
@@ -255,6 +301,11 @@ mod tests {
                 "ASCII letters",
             ),
             (parse_quote!(#[job(rate(key = "k"))]), "needs `limit = ...`"),
+            (parse_quote!(#[job(unique(key = "k"))]), "needs `for = ...`"),
+            (
+                parse_quote!(#[job(unique(key = "k", for = "30d"))]),
+                "longer than a job can be held",
+            ),
             (
                 parse_quote!(#[job(rate(key = "k", limit = "1/s", burst = 20000))]),
                 "`burst` is 20000",

@@ -30,6 +30,10 @@ pub fn job_config<Q: Queues, J: Job<Queues = Q>>() -> types::JobConfig {
             key: limit.key,
             rate: rate_limit(limit.rate),
         }),
+        unique: limits.unique.map(|unique| types::UniqueKey {
+            key: unique.key,
+            for_: millis(unique.for_),
+        }),
     }
 }
 

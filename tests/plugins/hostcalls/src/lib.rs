@@ -59,6 +59,7 @@ impl Guest for Hostcalls {
                 timeout: None,
                 concurrency: None,
                 rate: None,
+                unique: None,
             }],
         }
     }

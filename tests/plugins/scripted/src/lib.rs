@@ -10,7 +10,7 @@
 //! | `scripted.BareJobWithRetry` | `test.bare` | 3 attempts, fixed 5s |
 //! | `scripted.JitteredJob` | `test.jittered`: 5 attempts, default exponential | none |
 //! | `scripted.UrgentJob` | `test.urgent`: max priority 5, 3 attempts, fixed 2s | none |
-//! | `scripted.LimitedJob` | `test.bare` | none; 2 at once and 100/s per `key`, declared |
+//! | `scripted.LimitedJob` | `test.bare` | none; 2 at once, 100/s and unique per `key`, declared |
 
 use std::time::{Duration, Instant};
 
@@ -148,7 +148,8 @@ struct UrgentJob(Script);
     name = "scripted.LimitedJob",
     queue = TestQueues::Bare,
     concurrency(key = "key", limit = 2),
-    rate(key = "key", limit = "100/s", burst = 10)
+    rate(key = "key", limit = "100/s", burst = 10),
+    unique(key = "key", for = "10m")
 )]
 struct LimitedJob(Script);
 
