@@ -14,7 +14,7 @@
 //! need):
 //!
 //! ```text
-//! .ci/cluster-broker.sh cargo test -p jobhost --test cluster_faults -- --nocapture
+//! .ci/cluster-broker.sh cargo test -p jobhost --test faults cluster_faults:: -- --nocapture
 //! ```
 //!
 //! It sends 20,000 jobs (`JOBHOST_FAULT_JOBS` sets another count): fewer finish before the
@@ -80,7 +80,7 @@ impl Cluster {
             );
             eprintln!(
                 "SKIPPED: no RabbitMQ cluster (JOBHOST_CLUSTER_AMQP is unset); run \
-                 `.ci/cluster-broker.sh cargo test -p jobhost --test cluster_faults`"
+                 `.ci/cluster-broker.sh cargo test -p jobhost --test faults cluster_faults::`"
             );
             return None;
         };

@@ -3,7 +3,7 @@
 //! `JOBHOST_TLS_URL` and the certificate paths, and stops the node afterwards:
 //!
 //! ```sh
-//! .ci/tls-broker.sh cargo test -p jobhost --test rabbitmq_tls
+//! .ci/tls-broker.sh cargo test -p jobhost --test rabbitmq rabbitmq_tls::
 //! ```
 //!
 //! Without `JOBHOST_TLS_URL` the tests say so and pass, so that `cargo test --workspace`
@@ -37,7 +37,7 @@ fn node() -> Option<Node> {
         );
         eprintln!(
             "SKIPPED: no TLS RabbitMQ node (JOBHOST_TLS_URL is unset); run \
-             `.ci/tls-broker.sh cargo test -p jobhost --test rabbitmq_tls`"
+             `.ci/tls-broker.sh cargo test -p jobhost --test rabbitmq rabbitmq_tls::`"
         );
         return None;
     };
