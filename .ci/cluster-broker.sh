@@ -6,7 +6,7 @@
 # the machine's own RabbitMQ node (127.0.0.1:5672) is touched. No plugin is enabled, so no
 # management or Prometheus listener collides with another node's.
 #
-#   .ci/cluster-broker.sh cargo test -p jobhost --test cluster_faults -- --nocapture
+#   .ci/cluster-broker.sh cargo test -p jobhost --test faults cluster_faults:: -- --nocapture
 #
 # COMMAND sees:
 #   JOBHOST_CLUSTER_AMQP   amqp://guest:guest@127.0.0.1:5681/%2f,...:5682/%2f,...:5683/%2f

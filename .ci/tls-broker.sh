@@ -5,7 +5,7 @@
 # node (127.0.0.1:5672) is touched: the TLS node has its own name, ports, Erlang cookie,
 # data, log and config.
 #
-#   .ci/tls-broker.sh cargo test -p jobhost --test rabbitmq_tls
+#   .ci/tls-broker.sh cargo test -p jobhost --test rabbitmq rabbitmq_tls::
 #
 # COMMAND sees:
 #   JOBHOST_TLS_URL          amqps://guest:guest@localhost:PORT/%2f

@@ -1,5 +1,5 @@
 //! Concurrency caps on the memory backend, under a paused clock: the semantics the fleet
-//! has on RabbitMQ (`host/tests/rabbitmq_caps.rs` shows them with two hosts).
+//! has on RabbitMQ (`host/tests/rabbitmq/rabbitmq_caps.rs` shows them with two hosts).
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! Rate limits on the memory backend, under a paused clock: the semantics the fleet has on
-//! RabbitMQ (`host/tests/rabbitmq_rates.rs` shows them with two hosts).
+//! RabbitMQ (`host/tests/rabbitmq/rabbitmq_caps.rs` shows them with two hosts).
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,9 +1,26 @@
-//! Helpers shared by the broker tests: where the broker is, unique queue names, queue
-//! cleanup, bounded waits, and a raw AMQP channel to look at what the backend wrote.
+//! The one support tree of the integration tests, declared by each test binary's `main.rs`
+//! as `mod support;`. Here, the helpers of the broker tests: where the broker is, unique
+//! queue names, queue cleanup, virtual hosts of a test's own, bounded waits, and a raw AMQP
+//! channel to look at what the backend wrote. Below, one module per kind of test.
 //!
-//! Each test binary uses a different subset, so unused helpers are expected here.
-#![allow(dead_code)]
+//! Every binary compiles the whole tree and uses a different part of it, so `dead_code`
+//! (and `unreachable_pub`, for the `pub` items of the modules below) is allowed for the
+//! tree as a whole, here, rather than item by item.
+#![allow(dead_code, unreachable_pub)]
 
+/// Headless Chromium through chromedriver, for the dashboard's browser tests.
+pub(crate) mod browser;
+/// `tracing` output captured in memory.
+pub(crate) mod capture;
+/// The real `jobhost` binary as a host process and as its client.
+pub(crate) mod cli;
+/// The fault tests' ledger, `jobhost run` process and summary table.
+pub(crate) mod faults;
+/// A local HTTP(S) server and engines granting `http-probe` outbound requests.
+pub(crate) mod outbound;
+/// One shared engine, fixtures loaded once, and invocations with defaults.
+pub(crate) mod plugin;
+/// A worker with a fixture plugin on the test broker.
 pub(crate) mod worker;
 
 use std::future::Future;
@@ -266,4 +283,51 @@ pub(crate) fn close_connections_named(name: &str) -> Vec<String> {
         rabbitmqctl(&["close_connection", pid, "test"]);
     }
     pids
+}
+
+/// A virtual host of the test broker of a test's (or a fixture's) own, deleted with
+/// everything in it when dropped: its queues, exchanges and the fleet's own queues that
+/// hosts declare in it (`jobhost.control`, `jobhost.scheduler.leader`). Queue names fixed
+/// by a plugin are then the test's alone, whatever else runs on the broker.
+#[derive(Debug)]
+pub(crate) struct Vhost {
+    /// The virtual host's name, for `rabbitmqctl -p`.
+    pub(crate) name: String,
+    /// The broker's URL with this virtual host.
+    pub(crate) url: String,
+}
+
+impl Vhost {
+    /// A new virtual host named after `what`, the broker's `guest` user allowed everything.
+    pub(crate) fn new(what: &str) -> Self {
+        let name = unique(what);
+        rabbitmqctl(&["add_vhost", &name]);
+        rabbitmqctl(&["set_permissions", "-p", &name, "guest", ".*", ".*", ".*"]);
+        let base = amqp_url();
+        let root = base
+            .rsplit_once('/')
+            .map_or(base.as_str(), |(root, _)| root);
+        let url = format!("{root}/{name}");
+        Self { name, url }
+    }
+
+    pub(crate) async fn backend(&self, connection: &str) -> RabbitMqBackend {
+        RabbitMqBackend::connect(
+            &self.url,
+            RabbitMqOptions::default().connection_name(connection),
+        )
+        .await
+        .expect("a connection to the test's virtual host")
+    }
+}
+
+impl Drop for Vhost {
+    fn drop(&mut self) {
+        let deleted = Command::new("rabbitmqctl")
+            .args(["delete_vhost", &self.name])
+            .output();
+        if !deleted.is_ok_and(|output| output.status.success()) {
+            eprintln!("deleting the virtual host `{}` failed", self.name);
+        }
+    }
 }

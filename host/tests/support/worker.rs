@@ -1,7 +1,8 @@
 //! A worker with a fixture plugin on the test broker, for the worker-level broker tests.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use jobhost::broker::{Backend, RabbitMqBackend};
@@ -13,6 +14,7 @@ use jobhost::testing::{InvocationLog, load_plugin};
 use jobhost::worker::{Plugins, Worker, WorkerConfig};
 use jobhost_sdk::QueueConfig;
 use serde_json::value::RawValue;
+use tokio::sync::OwnedMutexGuard;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -88,10 +90,46 @@ pub(crate) fn one_job(plugin: &str, queue: &QueueConfig, job_type: &str) -> Mani
     }
 }
 
-/// Delete the queues a fixture declares, before and after the test.
-pub(crate) fn fixture_queues(queues: &'static [&'static str]) -> Cleanup {
+/// Whose turn it is on each fixture queue name, across the tests of this binary.
+static TURNS: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
+    LazyLock::new(Mutex::default);
+
+/// The queues a fixture declares, the test's alone while it holds them.
+#[derive(Debug)]
+pub(crate) struct FixtureQueues {
+    /// Dropped first: the queues are deleted before the next test's turn.
+    _cleanup: Cleanup,
+    _turns: Vec<OwnedMutexGuard<()>>,
+}
+
+/// Wait for the turn of this test on `queues`, the fixed names of the queues a fixture
+/// plugin declares on the shared broker, then delete them, and again when the guard drops.
+///
+/// Fixture plugins consume fixed queue names (the `scripted` plugin four of its own), and
+/// the tests of one binary run in parallel: two workers on one fixture would take each
+/// other's jobs, and one test's cleanup would delete the queues under the other. So a test
+/// holds the names it uses, all in one call (turns are taken in name order, so two tests
+/// never wait on each other), and tests on other names run beside it. A test that needs no
+/// fixed names to itself runs in a `Vhost` instead.
+pub(crate) async fn fixture_queues(queues: &[&str]) -> FixtureQueues {
+    let mut names = queues.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    let mut turns = Vec::with_capacity(names.len());
+    for name in names {
+        let turn = TURNS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name.to_owned())
+            .or_default()
+            .clone();
+        turns.push(turn.lock_owned().await);
+    }
     drop(Cleanup::new(queues));
-    Cleanup::new(queues)
+    FixtureQueues {
+        _cleanup: Cleanup::new(queues),
+        _turns: turns,
+    }
 }
 
 pub(crate) async fn publish(

@@ -1,0 +1,705 @@
+//! Fleet-wide concurrency caps on the real broker (docs/flow-control.md).
+//!
+//! - Permits through the backend: a permit queue hands out its limit across connections,
+//!   is made once when two connections race to make it, drops garbage published into it,
+//!   and a closed connection gives its permits back; a hostile key names a short queue.
+//! - Two `jobhost run` processes with a cap of 2 on one key: a ledger kept apart from the
+//!   hosts (an HTTP server the jobs call, which records when each call starts and ends)
+//!   never sees more than 2 calls of the key at once; a host SIGKILLed while it holds both
+//!   permits gives them back, and the other host runs the rest.
+//! - Rate limits (their own section, at the end): tokens through the backend, refilled at
+//!   the rate across connections and by the other connection once the refiller's closes;
+//!   a token queue someone else made and filled with garbage; two `jobhost run` processes
+//!   that start a queue's jobs at its rate, measured from the ledger, and keep going when
+//!   the host that refills is SIGKILLed.
+//!
+//! Each test runs in a virtual host of its own, deleted at the end with everything in it,
+//! so the broker is left as it was found and no other test's hosts take these jobs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::routing::get;
+use jobhost::broker::{Backend, Permits, RabbitMqBackend, Tokens};
+use jobhost::envelope::Envelope;
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use crate::support::cli::{Host, STARTUP, jobhost, json_of, stdout_of, write_grants};
+use crate::support::{
+    PATIENCE, Vhost, backend, publish_plainly, raw_channel_at, ready, unique, within,
+};
+
+/// The queue and job type of the `http-probe` fixture.
+const QUEUE: &str = "test.http_probe";
+const FETCH: &str = "probe.Fetch";
+
+/// How long the ledger holds a call: long enough that calls of different hosts overlap.
+const CALL: Duration = Duration::from_millis(300);
+
+/// How long jobs wait for a permit between tries (`--retry-granularity`).
+const STEP: &str = "100ms";
+
+/// Whether the broker tests run here; `backend` fails the test if the broker is missing
+/// and no skip was asked for.
+async fn broker_present() -> bool {
+    backend(&unique("caps-probe")).await.is_some()
+}
+
+/// Take permits until one is given (and keep it), for at most [`PATIENCE`]: a permit given
+/// back is requeued by a task of its own, a moment after its lease is dropped.
+async fn take_eventually(backend: &RabbitMqBackend, permits: &Permits, what: &str) {
+    within(PATIENCE, what, async {
+        loop {
+            if let Some(lease) = backend.take_permit(permits).await.expect("a take") {
+                return std::mem::forget(lease);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_queue_hands_out_its_limit_across_connections_and_survives_what_is_thrown_at_it() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new("caps");
+    let (a, b) = (vhost.backend("caps-a").await, vhost.backend("caps-b").await);
+    let hostile = format!("\u{0}\r\n\u{202e}{}", "k".repeat(1 << 20));
+    let permits = Permits::for_key(FETCH, Some(&hostile), 2, Duration::from_secs(60));
+    assert!(permits.name.len() < 64, "{}", permits.name);
+
+    // Two connections reach a new key at once: the queue is made once, with 2 permits.
+    let (first, second) = tokio::join!(a.take_permit(&permits), b.take_permit(&permits));
+    let first = first.expect("a take").expect("a permit");
+    let second = second.expect("a take").expect("a permit");
+    assert!(
+        a.take_permit(&permits).await.expect("a take").is_none()
+            && b.take_permit(&permits).await.expect("a take").is_none(),
+        "two permits are all the fleet has, whoever made the queue"
+    );
+
+    // Garbage published into the queue never counts as a permit.
+    let channel = raw_channel_at(&vhost.url).await;
+    for _ in 0..3 {
+        publish_plainly(&channel, &permits.name, b"not a permit").await;
+    }
+    drop(first);
+    take_eventually(&b, &permits, "the permit given back by connection a").await;
+    assert!(
+        a.take_permit(&permits).await.expect("a take").is_none(),
+        "the garbage was dropped, not taken as permits"
+    );
+
+    // A closed connection gives back what it held: `b` holds both permits now.
+    drop(second);
+    b.close().await;
+    drop(b);
+    take_eventually(&a, &permits, "a permit of the closed connection").await;
+    take_eventually(&a, &permits, "the other permit of the closed connection").await;
+    assert!(a.take_permit(&permits).await.expect("a take").is_none());
+    a.close().await;
+    drop(a);
+    let channel = raw_channel_at(&vhost.url).await;
+    within(PATIENCE, "both permits back in the queue", async {
+        while ready(&channel, &permits.name).await != 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_jobs_of_one_host_reaching_a_new_key_at_once_make_its_permits_once() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new("caps");
+    let host = vhost.backend("caps-one-host").await;
+    for key in 0..5 {
+        let permits = Permits::for_key(FETCH, Some(&key.to_string()), 3, Duration::from_secs(60));
+        let takes = (0..12).map(|_| host.take_permit(&permits));
+        let leases: Vec<_> = futures_util::future::join_all(takes)
+            .await
+            .into_iter()
+            .filter_map(|taken| taken.expect("a take answers"))
+            .collect();
+        assert_eq!(
+            leases.len(),
+            3,
+            "key {key}: twelve takes at once get the three permits and no more"
+        );
+        assert!(host.take_permit(&permits).await.expect("a take").is_none());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_queue_someone_else_made_and_filled_with_garbage_throttles_and_breaks_nothing() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new("caps");
+    let host = vhost.backend("caps-garbage").await;
+    let permits = Permits::for_queue("emails", 2, Duration::from_secs(60));
+    let channel = squat(&vhost, &permits.name, 10, b"{\"i am\": \"a permit\"}").await;
+    for _ in 0..6 {
+        let taken = host.take_permit(&permits).await.expect("a take answers");
+        assert!(taken.is_none(), "garbage is never a permit");
+    }
+    assert_eq!(
+        ready(&channel, &permits.name).await,
+        0,
+        "each take dropped at most limit + 1 garbage messages, and all of them are gone"
+    );
+}
+
+/// Declare `queue` first, plainly (no arguments), and publish `count` copies of `garbage`
+/// into it, as someone else might; the channel, to look at the queue afterwards.
+async fn squat(vhost: &Vhost, queue: &str, count: usize, garbage: &[u8]) -> lapin::Channel {
+    let channel = raw_channel_at(&vhost.url).await;
+    channel
+        .queue_declare(
+            queue.into(),
+            QueueDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("someone declares the queue first");
+    for _ in 0..count {
+        publish_plainly(&channel, queue, garbage).await;
+    }
+    channel
+}
+
+/// An HTTP server the jobs call: the ledger, apart from the hosts. `/work?key=K&i=N` answers
+/// after [`CALL`]; `/stall?key=K&i=N` does the same, unless stalling is on, when it never
+/// answers.
+#[derive(Default)]
+struct Ledger {
+    calls: Mutex<Vec<Call>>,
+    stalling: Mutex<bool>,
+}
+
+#[derive(Debug, Clone)]
+struct Call {
+    path: &'static str,
+    key: String,
+    started: Instant,
+    ended: Option<Instant>,
+}
+
+impl Ledger {
+    async fn start() -> (Arc<Self>, String) {
+        let ledger = Arc::new(Self::default());
+        let app = Router::new()
+            .route("/work", get(|s, q| call(s, q, "/work")))
+            .route("/stall", get(|s, q| call(s, q, "/stall")))
+            .with_state(Arc::clone(&ledger));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a local port");
+        let origin = format!("http://{}", listener.local_addr().expect("its address"));
+        tokio::spawn(async move { axum::serve(listener, app).await.expect("the ledger runs") });
+        (ledger, origin)
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().expect("the ledger").clone()
+    }
+
+    fn count(&self, path: &str, ended: bool) -> usize {
+        self.calls()
+            .iter()
+            .filter(|c| c.path == path && (!ended || c.ended.is_some()))
+            .count()
+    }
+
+    /// The most calls of `key` (every key: `None`) that were running at one instant, among
+    /// the calls `keep` keeps.
+    fn most_at_once(&self, key: Option<&str>, keep: impl Fn(&Call) -> bool) -> usize {
+        let mut edges: Vec<(Instant, i32)> = Vec::new();
+        for call in self.calls().iter().filter(|c| keep(c)) {
+            if key.is_some_and(|key| call.key != key) {
+                continue;
+            }
+            edges.push((call.started, 1));
+            edges.push((call.ended.unwrap_or_else(Instant::now), -1));
+        }
+        // An end before a start at the same instant: back to back is not at once.
+        edges.sort();
+        let (mut now, mut most) = (0, 0);
+        for (_, step) in edges {
+            now += step;
+            most = most.max(now);
+        }
+        usize::try_from(most).unwrap_or(0)
+    }
+}
+
+async fn call(
+    State(ledger): State<Arc<Ledger>>,
+    Query(query): Query<HashMap<String, String>>,
+    path: &'static str,
+) -> &'static str {
+    let key = query.get("key").cloned().unwrap_or_default();
+    let index = {
+        let mut calls = ledger.calls.lock().expect("the ledger");
+        calls.push(Call {
+            path,
+            key,
+            started: Instant::now(),
+            ended: None,
+        });
+        calls.len() - 1
+    };
+    let stall = path == "/stall" && *ledger.stalling.lock().expect("the ledger");
+    if stall {
+        // Until the caller goes away, which drops this call unended.
+        std::future::pending::<()>().await;
+    } else {
+        tokio::time::sleep(CALL).await;
+    }
+    ledger.calls.lock().expect("the ledger")[index].ended = Some(Instant::now());
+    "done"
+}
+
+/// Where [`start_host`] wrote `host`'s grants file.
+fn grants_file(host: &Host) -> std::path::PathBuf {
+    host.plugin_dir().join("grants").join("jobhost.toml")
+}
+
+/// A `jobhost run` on the test's virtual host serving `http-probe`, with `grants`.
+fn start_host(vhost: &Vhost, grants: &str) -> Host {
+    start_host_stepped(vhost, grants, STEP)
+}
+
+/// [`start_host`] with a retry granularity of `step`.
+fn start_host_stepped(vhost: &Vhost, grants: &str, step: &str) -> Host {
+    let dir = tempfile::tempdir().expect("a plugin directory");
+    std::fs::copy(
+        jobhost_fixtures::wasm("http-probe"),
+        dir.path().join("http-probe.wasm"),
+    )
+    .expect("the fixture copies");
+    let config = dir.path().join("grants").join("jobhost.toml");
+    std::fs::create_dir(config.parent().expect("a parent")).expect("a grants directory");
+    write_grants(&config, grants);
+    let mut command = jobhost();
+    command
+        .args([
+            "run",
+            "--amqp",
+            &vhost.url,
+            "--retry-granularity",
+            step,
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--plugins")
+        .arg(dir.path());
+    let host = Host::spawn(command, dir, STARTUP);
+    host.wait_for_line(STARTUP, |l| {
+        l.contains("consuming") && l.contains(&format!("queue={QUEUE}"))
+    });
+    host
+}
+
+async fn fetch(backend: &RabbitMqBackend, origin: &str, path: &str, key: &str, i: usize) {
+    let payload = json!({"url": format!("{origin}{path}?key={key}&i={i}"), "customer": key});
+    let payload = RawValue::from_string(payload.to_string()).expect("JSON");
+    backend
+        .publish(&Envelope::new(FETCH, QUEUE, payload), None)
+        .await
+        .expect("the job is published");
+}
+
+/// Wait until `condition` holds, polling the ledger; fail naming `what` after `limit`.
+async fn until(limit: Duration, what: &str, condition: impl Fn() -> bool) {
+    within(limit, what, async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_never_run_more_than_a_keys_cap_and_a_killed_hosts_permits_come_back() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new("caps");
+    let (ledger, origin) = Ledger::start().await;
+    let grants = format!(
+        "[plugins.http-probe]\nallowed_outbound_hosts = [\"{origin}\"]\n\
+         [jobs.\"{FETCH}\"]\nconcurrency = {{ key = \"customer\", limit = 2 }}\n"
+    );
+    let producer = vhost.backend("caps-producer").await;
+    let patience = Duration::from_secs(60);
+
+    // Host A takes both permits of key c1 and stalls in them.
+    *ledger.stalling.lock().expect("the ledger") = true;
+    let mut a = start_host(&vhost, &grants);
+    for i in 0..2 {
+        fetch(&producer, &origin, "/stall", "c1", i).await;
+    }
+    until(patience, "host A to stall in both permits", || {
+        ledger.count("/stall", false) == 2
+    })
+    .await;
+    for i in 0..4 {
+        fetch(&producer, &origin, "/work", "c1", i).await;
+    }
+    let b = start_host(&vhost, &grants);
+    b.wait_for_line(patience, |l| l.contains("job throttled"));
+    let observed = Instant::now();
+    until(patience, "a second of throttling on both hosts", || {
+        observed.elapsed() > Duration::from_secs(1)
+    })
+    .await;
+    assert_eq!(
+        ledger.count("/work", false),
+        0,
+        "no host runs a job of key c1 while host A holds both permits"
+    );
+
+    // SIGKILL host A while it holds them: host B runs the rest.
+    *ledger.stalling.lock().expect("the ledger") = false;
+    let killed_at = Instant::now();
+    a.signal("KILL", PATIENCE);
+    // The dead host's calls never end in the ledger: their connections just dropped.
+    let after_kill = |c: &Call| c.started > killed_at;
+    until(
+        patience,
+        "host B to run the four jobs and the two A died in",
+        || {
+            let ended = |path: &str| {
+                ledger
+                    .calls()
+                    .iter()
+                    .filter(|c| after_kill(c) && c.path == path && c.ended.is_some())
+                    .count()
+            };
+            ended("/work") == 4 && ended("/stall") == 2
+        },
+    )
+    .await;
+    let came_back = ledger
+        .calls()
+        .iter()
+        .filter(|c| c.started > killed_at)
+        .map(|c| c.started - killed_at)
+        .min()
+        .expect("calls after the kill");
+    assert_eq!(
+        ledger.most_at_once(Some("c1"), after_kill),
+        2,
+        "host B runs key c1 two at a time with the permits host A held"
+    );
+    eprintln!("the first job after the kill started {came_back:?} after SIGKILL");
+
+    // Two live hosts, two keys: each key at most 2 at once, fleet-wide.
+    let a = start_host(&vhost, &grants);
+    let phase = Instant::now();
+    for i in 0..10 {
+        fetch(&producer, &origin, "/work", "c1", 10 + i).await;
+    }
+    for i in 0..4 {
+        fetch(&producer, &origin, "/work", "c2", i).await;
+    }
+    until(patience, "the fleet to run the 14 jobs", || {
+        ledger.count("/work", true) == 18
+    })
+    .await;
+    let this_phase = |c: &Call| c.started > phase;
+    let (c1, c2, all) = (
+        ledger.most_at_once(Some("c1"), this_phase),
+        ledger.most_at_once(Some("c2"), this_phase),
+        ledger.most_at_once(None, this_phase),
+    );
+    eprintln!(
+        "most at once: c1 {c1}, c2 {c2}, both keys {all}; completions: host A {}, host B {}",
+        completions(&a),
+        completions(&b)
+    );
+    assert_eq!(c1, 2, "key c1 reaches its cap of 2 and never exceeds it");
+    assert!(c2 <= 2, "key c2 never exceeds its cap: {c2}");
+    assert!(all > 2, "the keys run side by side: {all}");
+
+    // The cap in force and where it comes from, and a reload of the grants file changes it.
+    let from = format!("[jobs.\"{FETCH}\"] in jobhost.toml");
+    assert_eq!(
+        fetch_cap(&b),
+        json!({"limit": 2, "key": "customer", "from": from})
+    );
+    let table = tokio::task::block_in_place(|| stdout_of(&b.cli(&["plugins"])));
+    assert!(
+        table.contains(&format!("2 at once per customer ({from})")),
+        "{table}"
+    );
+    let policy = tokio::task::block_in_place(|| stdout_of(&b.cli(&["policy", FETCH])));
+    assert!(
+        policy.contains(&format!("concurrency: 2 at once per customer ({from})")),
+        "{policy}"
+    );
+    write_grants(&grants_file(&b), &grants.replace("limit = 2", "limit = 3"));
+    within(patience, "the reloaded grants file's cap", async {
+        while fetch_cap(&b)["limit"] != 3 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    drop((a, b));
+    producer.close().await;
+}
+
+/// What `jobhost plugins --json` says of `probe.Fetch`'s cap on `host`.
+fn fetch_cap(host: &Host) -> serde_json::Value {
+    fetch_field(host, "concurrency")
+}
+
+/// What `jobhost plugins --json` says of `probe.Fetch`'s `field` on `host`.
+fn fetch_field(host: &Host, field: &str) -> serde_json::Value {
+    let plugins = tokio::task::block_in_place(|| json_of(&host.cli(&["plugins", "--json"])));
+    plugins[0]["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|job| job["name"] == FETCH))
+        .map(|job| job[field].clone())
+        .unwrap_or_default()
+}
+
+/// How many jobs of `probe.Fetch` a host completed, by its log.
+fn completions(host: &Host) -> usize {
+    host.log_lines()
+        .iter()
+        .filter(|l| l.contains("job completed") && l.contains(FETCH))
+        .count()
+}
+
+// Rate limits (docs/flow-control.md, "Rate limits").
+
+/// Take tokens of `tokens` every 10 ms for `span`, by turns from `backends`; how many came.
+async fn tokens_over(backends: &[&RabbitMqBackend], tokens: &Tokens, span: Duration) -> usize {
+    let (start, mut taken, mut turn) = (Instant::now(), 0, 0);
+    while start.elapsed() < span {
+        if backends[turn % backends.len()]
+            .take_token(tokens)
+            .await
+            .expect("a take answers")
+        {
+            taken += 1;
+        }
+        turn += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    taken
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_queue_refills_at_its_rate_across_connections_and_another_takes_over_the_refill() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new("caps");
+    let (a, b) = (vhost.backend("rate-a").await, vhost.backend("rate-b").await);
+    // 10 a second, 2 saved up at most.
+    let tokens = Tokens::for_queue("emails", Duration::from_millis(100), 2);
+    assert!(
+        !a.take_token(&tokens).await.expect("a take"),
+        "a new token queue starts empty"
+    );
+    let span = Duration::from_secs(3);
+    let both = tokens_over(&[&a, &b], &tokens, span).await;
+    eprintln!("two connections took {both} tokens in {span:?} at 10/s, burst 2");
+    assert!(
+        (20..=33).contains(&both),
+        "about 30 tokens in 3 s at 10/s, never more than burst + rate·t: {both}"
+    );
+    // The refiller is `a`, the first to take: close it, and `b` refills within a second.
+    a.close().await;
+    drop(a);
+    let alone = tokens_over(&[&b], &tokens, span).await;
+    eprintln!("after the refiller's connection closed, the other took {alone} in {span:?}");
+    assert!(
+        (12..=33).contains(&alone),
+        "the other connection refills after at most about a second: {alone}"
+    );
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_queue_someone_else_made_and_filled_with_garbage_throttles_and_breaks_nothing() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new("caps");
+    let host = vhost.backend("rate-garbage").await;
+    let tokens = Tokens::for_queue("emails", Duration::from_millis(100), 5);
+    // Without the token queue's arguments, so the refiller cannot declare it either.
+    let channel = squat(&vhost, &tokens.name, 30, b"{\"i am\": \"a token\"}").await;
+    for _ in 0..6 {
+        let taken = host.take_token(&tokens).await.expect("a take answers");
+        assert!(!taken, "garbage is never a token");
+    }
+    assert_eq!(
+        ready(&channel, &tokens.name).await,
+        0,
+        "each take dropped at most burst + 1 garbage messages, and all of them are gone"
+    );
+    host.close().await;
+}
+
+/// When the calls of `key` started, in order.
+fn starts_of(ledger: &Ledger, key: &str) -> Vec<Instant> {
+    let mut starts: Vec<_> = ledger
+        .calls()
+        .iter()
+        .filter(|c| c.key == key)
+        .map(|c| c.started)
+        .collect();
+    starts.sort();
+    starts
+}
+
+/// The most of `starts` in any one second; the rate from the first to the last one, not
+/// counting `burst` (which may start at once); and by how much the starts ran ahead of
+/// `per_second`·t at most (which a rate limit keeps at its burst).
+fn rate_of(starts: &[Instant], burst: usize, per_second: f64) -> (usize, f64, f64) {
+    let most = starts
+        .iter()
+        .map(|from| {
+            starts
+                .iter()
+                .filter(|at| **at >= *from && **at - *from < Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let span = starts
+        .last()
+        .zip(starts.first())
+        .map(|(last, first)| *last - *first);
+    let rate = span.map_or(0.0, |span| {
+        starts.len().saturating_sub(burst) as f64 / span.as_secs_f64()
+    });
+    let ahead = starts
+        .iter()
+        .enumerate()
+        .map(|(n, at)| (n + 1) as f64 - per_second * (*at - starts[0]).as_secs_f64())
+        .fold(0.0, f64::max);
+    (most, rate, ahead)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_start_jobs_at_their_rate_limit_and_keep_going_when_the_refiller_is_killed() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new("caps");
+    let (ledger, origin) = Ledger::start().await;
+    // Per key of `probe.Fetch`, not on the queue, which its `probe.Report` follow-ups share;
+    // no job has a `tenant`, so all of them share the one bucket of jobs without the key.
+    let grants = format!(
+        "[plugins.http-probe]\nallowed_outbound_hosts = [\"{origin}\"]\n\
+         [jobs.\"{FETCH}\"]\nrate = {{ key = \"tenant\", limit = \"10/s\" }}\n"
+    );
+    let producer = vhost.backend("rate-producer").await;
+    let patience = Duration::from_secs(60);
+    let ended = |key: &str| {
+        ledger
+            .calls()
+            .iter()
+            .filter(|c| c.key == key && c.ended.is_some())
+            .count()
+    };
+
+    // Host A alone first, so it is the one that refills the queue's tokens. The default
+    // granularity: a job over the limit waits a second (100 ms of rate rounded up).
+    let mut a = start_host_stepped(&vhost, &grants, "1s");
+    for i in 0..3 {
+        fetch(&producer, &origin, "/work", "warm", i).await;
+    }
+    until(patience, "host A to run 3 jobs", || ended("warm") == 3).await;
+
+    // Two hosts, 60 jobs: the fleet starts them at 10 a second.
+    let b = start_host_stepped(&vhost, &grants, "1s");
+    for i in 0..60 {
+        fetch(&producer, &origin, "/work", "fleet", i).await;
+    }
+    until(patience, "the fleet to run the 60 jobs", || {
+        ended("fleet") == 60
+    })
+    .await;
+    let starts = starts_of(&ledger, "fleet");
+    let (most, rate, ahead) = rate_of(&starts, 10, 10.0);
+    let (by_a, by_b) = (completions(&a), completions(&b));
+    eprintln!(
+        "60 jobs at 10/s, burst 10, on two hosts: {:?} from first to last start, \
+         {rate:.2}/s past the burst, at most {most} in any one second, at most {ahead:.1} \
+         ahead of 10·t; host A completed {by_a}, host B {by_b} (3 warm-up jobs on A)",
+        starts[59] - starts[0]
+    );
+    assert!(
+        ahead <= 12.0,
+        "never more than the burst (10) ahead of rate·t, give or take 2: {ahead:.1}"
+    );
+    assert!(
+        most <= 22,
+        "at most burst + rate in a second, give or take 2: {most}"
+    );
+    assert!(
+        (8.0..=11.0).contains(&rate),
+        "the fleet's rate: {rate:.2}/s"
+    );
+    assert!(
+        by_a > 3 && by_b > 0,
+        "both hosts ran jobs: A {by_a}, B {by_b}"
+    );
+
+    // The limit in force and where it comes from.
+    let from = format!("[jobs.\"{FETCH}\"] in jobhost.toml");
+    assert_eq!(
+        fetch_field(&b, "rate"),
+        json!({"limit": "10/s", "burst": 10, "key": "tenant", "from": from})
+    );
+    let table = tokio::task::block_in_place(|| stdout_of(&b.cli(&["plugins"])));
+    assert!(
+        table.contains(&format!("10/s, burst 10, per tenant ({from})")),
+        "{table}"
+    );
+
+    // SIGKILL host A, the refiller: host B takes the refill over and the jobs keep going.
+    // The bucket holds at most 10 tokens at the kill, so 30 jobs need 20 refilled by B.
+    let killed_at = Instant::now();
+    a.signal("KILL", PATIENCE);
+    for i in 0..30 {
+        fetch(&producer, &origin, "/work", "after", i).await;
+    }
+    until(patience, "host B to run 30 jobs after the kill", || {
+        ended("after") == 30
+    })
+    .await;
+    let starts = starts_of(&ledger, "after");
+    let (most, _, ahead) = rate_of(&starts, 10, 10.0);
+    let span = starts[29] - starts[0];
+    eprintln!(
+        "after SIGKILL of the refiller: first job {:?} after the kill, 30 jobs over {span:?} \
+         ({:.2}/s past a full bucket), at most {most} in any one second, at most {ahead:.1} \
+         ahead of 10·t",
+        starts[0] - killed_at,
+        20.0 / span.as_secs_f64()
+    );
+    assert!(
+        ahead <= 12.0,
+        "the limit holds after the takeover: {ahead:.1} ahead of 10·t"
+    );
+    drop(b);
+    producer.close().await;
+}
