@@ -68,7 +68,7 @@ impl Harness {
     ) -> Self {
         // The worker follows the operators' orders given through `backend`
         // ([`Control`](crate::broker::Control)), as a host does.
-        config.fleet = Fleet::new(backend.clone(), config.metrics.clone());
+        config.fleet = Fleet::new(backend.clone(), config.telemetry.clone());
         let log = InvocationLog::default();
         let plugins = Plugins::new();
         for unit in units {

@@ -239,7 +239,7 @@ async fn run_one(
     backend.inner.publish(&first, None).await.expect("enqueued");
     let shutdown = CancellationToken::new();
     let config = WorkerConfig {
-        metrics: metrics.clone(),
+        telemetry: metrics.telemetry(),
         ..WorkerConfig::default()
     };
     let worker = tokio::spawn(Worker::new(backend.clone(), plugins, config).run(shutdown.clone()));

@@ -29,7 +29,7 @@ use uuid::Uuid;
 use super::handler::BoxFuture;
 use crate::broker::{BrokerError, Command, Control, Followed, Follower};
 use crate::job::Cancellation;
-use crate::metrics::Metrics;
+use crate::telemetry::{Event, Telemetry};
 use crate::text::{NAME_MAX, bounded};
 
 /// The most cancelled job ids a host remembers: some 10 MiB at most. A cancellation older
@@ -51,7 +51,7 @@ pub struct Fleet {
 struct Inner {
     /// Asks the broker whether a queue is paused; `None` follows nothing.
     is_paused: Option<IsPaused>,
-    metrics: Metrics,
+    telemetry: Telemetry,
     /// Each consumed queue's pause, as learnt last.
     queues: Mutex<HashMap<String, watch::Sender<bool>>>,
     /// One look at the broker at a time, so an older answer never overwrites a newer one.
@@ -79,9 +79,9 @@ impl fmt::Debug for Fleet {
 }
 
 impl Fleet {
-    /// A fleet whose pauses are asked of `control`, counted into `metrics`
-    /// (`jobhost_queue_paused`); run [`Fleet::follow`] to learn of orders.
-    pub fn new<C: Control + Clone>(control: C, metrics: Metrics) -> Self {
+    /// A fleet whose pauses are asked of `control`, each answer emitted into `telemetry`
+    /// ([`Event::PauseLearnt`]); run [`Fleet::follow`] to learn of orders.
+    pub fn new<C: Control + Clone>(control: C, telemetry: Telemetry) -> Self {
         let is_paused: IsPaused = Arc::new(move |queue| {
             let control = control.clone();
             Box::pin(async move { control.is_paused(&queue).await })
@@ -89,7 +89,7 @@ impl Fleet {
         Self {
             inner: Arc::new(Inner {
                 is_paused: Some(is_paused),
-                metrics,
+                telemetry,
                 ..Inner::default()
             }),
         }
@@ -150,7 +150,9 @@ impl Fleet {
         let changed = self
             .sender(queue)
             .send_if_modified(|known| std::mem::replace(known, paused) != paused);
-        self.inner.metrics.queue_paused(queue, paused);
+        self.inner
+            .telemetry
+            .emit(&Event::PauseLearnt { queue, paused });
         if changed {
             let queue = bounded(queue, NAME_MAX);
             if paused {
