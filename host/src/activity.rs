@@ -115,7 +115,7 @@ struct QueueCounters {
 
 impl Activity {
     /// A plugin file changed as `change`.
-    pub(crate) fn reloaded(&self, file: &str, change: PluginChange) {
+    fn reloaded(&self, file: &str, change: PluginChange) {
         let event = ReloadEvent {
             at_ms: now_ms(),
             file: bounded(file, NAME_MAX).into_owned(),
@@ -159,7 +159,7 @@ impl Activity {
 
     /// An attempt failed just now: `failure.at_ms` is set, and `failure.reason` and
     /// `failure.job_type` are bounded, here.
-    pub(crate) fn failed(&self, mut failure: Failure) {
+    fn failed(&self, mut failure: Failure) {
         failure.at_ms = now_ms();
         failure.reason = bounded(&failure.reason, SHOWN_REASON_MAX).into_owned();
         failure.job_type = failure
@@ -178,7 +178,11 @@ impl Activity {
                 return;
             }
         }
-        let mut queues = (self.inner.queues.write()).unwrap_or_else(PoisonError::into_inner);
+        let mut queues = self
+            .inner
+            .queues
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         count(queues.entry(Arc::clone(queue)).or_default());
     }
 
