@@ -14,7 +14,7 @@
 //!   [`WorkerConfig::telemetry`] (see [`crate::telemetry`]): the worker's, the loader's, the
 //!   fleet's, the scheduler's and the admin API's events (and the RabbitMQ backend's, when
 //!   the caller gives it the same). The caller attaches [`HostConfig::metrics`] and
-//!   [`HostConfig::activity`] to it ([`HostConfig::telemetry`] does), which the admin API
+//!   [`HostConfig::activity`] to it ([`telemetry()`] does), which the admin API
 //!   serves on `GET /metrics` (with the engine's pool use, read at each scrape) and shows
 //!   on the dashboard.
 //! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
@@ -73,10 +73,10 @@ pub struct HostConfig {
     /// which every component emits into.
     pub worker: WorkerConfig,
     /// The metrics the admin API serves on `GET /metrics`: attached to the worker's
-    /// telemetry by the caller (see [`HostConfig::telemetry`]).
+    /// telemetry by the caller (see [`telemetry()`]).
     pub metrics: Metrics,
     /// The recent activity the dashboard shows: attached to the worker's telemetry by the
-    /// caller (see [`HostConfig::telemetry`]).
+    /// caller (see [`telemetry()`]).
     pub activity: Activity,
     /// The engine's settings, its compiled-plugin cache included.
     pub engine: EngineConfig,
@@ -85,17 +85,6 @@ pub struct HostConfig {
     pub demo_jobs: Option<PathBuf>,
     /// Who may call the admin API: its token and the host names it answers to.
     pub admin: AdminAccess,
-}
-
-impl HostConfig {
-    /// A telemetry that `metrics` and `activity` watch: the host's, to give the worker
-    /// (and a RabbitMQ backend) so that what they emit is what the admin API serves.
-    pub fn telemetry(metrics: &Metrics, activity: &Activity) -> Telemetry {
-        Telemetry::builder()
-            .attach(metrics.clone())
-            .attach(activity.clone())
-            .build()
-    }
 }
 
 /// Why a host could not start.
@@ -117,6 +106,15 @@ pub enum HostError {
     /// The grants file is refused; its message names the file and the line.
     #[error(transparent)]
     Grants(#[from] GrantsError),
+}
+
+/// A telemetry that `metrics` and `activity` watch: the host's, to give the worker (and a
+/// RabbitMQ backend) so that what they emit is what the admin API serves.
+pub fn telemetry(metrics: &Metrics, activity: &Activity) -> Telemetry {
+    Telemetry::builder()
+        .attach(metrics.clone())
+        .attach(activity.clone())
+        .build()
 }
 
 /// Run a host on `backend`, serving the admin API on `admin`, until `shutdown`.

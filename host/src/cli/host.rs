@@ -77,7 +77,7 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         None
     };
     let (metrics, activity) = (Metrics::new(), Activity::default());
-    let telemetry = HostConfig::telemetry(&metrics, &activity);
+    let telemetry = app::telemetry(&metrics, &activity);
     let config = HostConfig {
         plugin_dir: dir.clone(),
         grants_file: grants_file(args)?,

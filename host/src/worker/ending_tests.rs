@@ -332,6 +332,8 @@ async fn a_transient_failure_backs_off_and_a_delivery_that_never_settles_ends_as
             r#"jobhost_jobs_total{queue="q",job_type="other",outcome="dead_lettered"}"#,
             1.0,
         ),
+        // Each delivery dropped unsettled ended as well as the last one.
+        ("jobhost_jobs_in_flight", 0.0),
     ] {
         assert_eq!(metrics.sample(series), Some(count), "{series}");
     }
