@@ -19,7 +19,7 @@
 //! | [`PluginChanged`](Event::PluginChanged) | the loader, for each sync of a plugin file ([`PluginChange`]) | `jobhost_plugin_loads_total{outcome}` when it loaded, replaced or refused a binary | the reload history, when it is news ([`PluginChange::is_news`]) |
 //! | [`BrokerReconnected`](Event::BrokerReconnected) | the RabbitMQ backend, when a new connection replaced a lost one | `jobhost_broker_reconnects_total` | — |
 //! | [`OverdueReleased`](Event::OverdueReleased) | the RabbitMQ backend's hold sweeper, when it released messages a hold queue kept past their delay | `jobhost_hold_overdue_released_total` | — |
-//! | [`PauseLearnt`](Event::PauseLearnt) | the [`Fleet`](crate::worker::Fleet), each time it asks the broker whether a queue is paused | `jobhost_queue_paused` | — |
+//! | [`PauseLearnt`](Event::PauseLearnt) | the [`Fleet`](crate::worker::Fleet), each time it learns whether a queue is paused | `jobhost_queue_paused` | — |
 //! | [`ScheduleFired`](Event::ScheduleFired) | the scheduler, when it enqueued a tick's job | `jobhost_schedule_firings_total` | — |
 //! | [`TicksMissed`](Event::TicksMissed) | the scheduler, when it let ticks no host fired in time go | `jobhost_schedule_missed_ticks_total` | — |
 //! | [`DuplicateRefused`](Event::DuplicateRefused) | the admin API, when an enqueue was refused as a duplicate of a unique job | `jobhost_enqueue_duplicates_total` | — |
@@ -107,7 +107,7 @@ pub enum Event<'a> {
         /// How many.
         count: u64,
     },
-    /// The broker said whether the fleet has `queue` paused.
+    /// This host learnt whether `queue` is paused: the pause it now follows.
     PauseLearnt {
         /// The queue asked about.
         queue: &'a str,
