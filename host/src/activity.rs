@@ -1,42 +1,50 @@
 //! What the host did lately, for the dashboard: plugin reloads, failed attempts, and each
 //! queue's settled jobs and deliveries in flight.
 //!
-//! One [`Activity`] per host, kept by its [`Metrics`](crate::metrics::Metrics), so the
-//! worker and the loader feed it where they count their metrics and the admin API reads it.
+//! One [`Activity`] per host, cheap to clone (an `Arc` inside): an [`Observer`] attached
+//! to the host's [`Telemetry`](crate::telemetry::Telemetry), fed by the events the worker
+//! and the loader emit (see [`crate::telemetry`] for which), and read by the admin API.
 //!
 //! # Contract
 //! - Memory is bounded whatever producers and plugins do: at most [`RELOAD_EVENTS`]
 //!   reload events and [`RECENT_FAILURES`] failures are kept (the oldest go first), each
 //!   reason cut to [`SHOWN_REASON_MAX`] bytes with its control characters escaped, and
 //!   one set of counters per queue the worker consumes (queues of loaded manifests).
-//! - Counting a settled job costs a shared read lock and two atomic additions; a failure
-//!   or a reload takes a short lock of its own.
+//! - Counting a delivery's start, its settlement and its end costs a shared read lock and
+//!   an atomic addition each; a failure or a reload takes a short lock of its own.
+//! - A lock poisoned by a panic elsewhere is used as it is: a count or a history is never
+//!   left half written, and a delivery's end may be observed while a panic unwinds.
 //! - Times are milliseconds since the Unix epoch, as a browser's `Date` reads them.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::job::{Observer, PluginChange, Settled, SettledJob};
+use crate::job::{PluginChange, Settled, SettledJob};
+use crate::telemetry::{Event, Observer};
+pub use crate::text::SHOWN_REASON_MAX;
 use crate::text::{NAME_MAX, bounded};
 
 /// Reload events kept, across all plugin files.
 pub const RELOAD_EVENTS: usize = 100;
 /// Failed attempts kept.
 pub const RECENT_FAILURES: usize = 50;
-/// Bytes of a reason kept for showing (a dead letter keeps its whole bounded reason).
-pub const SHOWN_REASON_MAX: usize = 512;
 
-/// The host's recent activity; see the [module doc](self).
-#[derive(Debug, Default)]
+/// The host's recent activity; see the [module doc](self). Clones share it.
+#[derive(Debug, Clone, Default)]
 pub struct Activity {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
     reloads: Mutex<VecDeque<ReloadEvent>>,
     failures: Mutex<VecDeque<Failure>>,
-    queues: RwLock<HashMap<Arc<str>, Arc<QueueCounters>>>,
+    queues: RwLock<HashMap<Arc<str>, QueueCounters>>,
 }
 
 /// Something that happened to a plugin file.
@@ -105,42 +113,35 @@ struct QueueCounters {
     throttled: AtomicU64,
 }
 
-/// Keeps a delivery counted as in flight on its queue until dropped.
-#[derive(Debug)]
-pub(crate) struct Delivering(Arc<QueueCounters>);
-
-impl Drop for Delivering {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 impl Activity {
     /// A plugin file changed as `change`.
-    pub(crate) fn reloaded(&self, file: &str, change: PluginChange) {
+    fn reloaded(&self, file: &str, change: PluginChange) {
         let event = ReloadEvent {
             at_ms: now_ms(),
             file: bounded(file, NAME_MAX).into_owned(),
             change,
         };
-        push_bounded(&self.reloads, event, RELOAD_EVENTS);
+        push_bounded(&self.inner.reloads, event, RELOAD_EVENTS);
     }
 
     /// Every kept reload event, newest first.
     pub fn reloads(&self) -> Vec<ReloadEvent> {
-        let reloads = self.reloads.lock().expect("reload history poisoned");
+        let reloads = self.inner.reloads.lock();
+        let reloads = reloads.unwrap_or_else(PoisonError::into_inner);
         reloads.iter().rev().cloned().collect()
     }
 
     /// The kept failed attempts, newest first.
     pub fn failures(&self) -> Vec<Failure> {
-        let failures = self.failures.lock().expect("failure history poisoned");
+        let failures = self.inner.failures.lock();
+        let failures = failures.unwrap_or_else(PoisonError::into_inner);
         failures.iter().rev().cloned().collect()
     }
 
     /// The counts of `queue`; zeros for a queue nothing was delivered from.
     pub fn queue(&self, queue: &str) -> QueueActivity {
-        let queues = self.queues.read().expect("queue counters poisoned");
+        let queues = self.inner.queues.read();
+        let queues = queues.unwrap_or_else(PoisonError::into_inner);
         queues.get(queue).map_or_else(QueueActivity::default, |q| {
             let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
             QueueActivity {
@@ -156,53 +157,50 @@ impl Activity {
         })
     }
 
-    /// A delivery from `queue` starts; it is in flight until the guard drops.
-    pub(crate) fn delivering(&self, queue: &Arc<str>) -> Delivering {
-        let counters = self.counters(queue);
-        counters.in_flight.fetch_add(1, Ordering::Relaxed);
-        Delivering(counters)
-    }
-
     /// An attempt failed just now: `failure.at_ms` is set, and `failure.reason` and
     /// `failure.job_type` are bounded, here.
-    pub(crate) fn failed(&self, mut failure: Failure) {
+    fn failed(&self, mut failure: Failure) {
         failure.at_ms = now_ms();
         failure.reason = bounded(&failure.reason, SHOWN_REASON_MAX).into_owned();
         failure.job_type = failure
             .job_type
             .map(|job_type| bounded(&job_type, NAME_MAX).into_owned());
-        push_bounded(&self.failures, failure, RECENT_FAILURES);
+        push_bounded(&self.inner.failures, failure, RECENT_FAILURES);
     }
 
-    fn counters(&self, queue: &Arc<str>) -> Arc<QueueCounters> {
-        if let Some(counters) = self
-            .queues
-            .read()
-            .expect("queue counters poisoned")
-            .get(queue)
+    /// `count` on the counters of `queue`, made on its first delivery.
+    fn on_queue(&self, queue: &Arc<str>, count: impl Fn(&QueueCounters)) {
         {
-            return Arc::clone(counters);
+            let queues = self.inner.queues.read();
+            let queues = queues.unwrap_or_else(PoisonError::into_inner);
+            if let Some(counters) = queues.get(queue) {
+                count(counters);
+                return;
+            }
         }
-        let mut queues = self.queues.write().expect("queue counters poisoned");
-        Arc::clone(queues.entry(Arc::clone(queue)).or_default())
+        let mut queues = self
+            .inner
+            .queues
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        count(queues.entry(Arc::clone(queue)).or_default());
     }
-}
 
-impl Observer for Activity {
     /// Count the settlement on its queue; keep a retried, expired or dead-lettered job
     /// with its reason.
     fn settled(&self, job: &SettledJob<'_>) {
-        let counters = self.counters(job.queue);
-        let counter = match job.settled {
-            Settled::Completed => &counters.completed,
-            Settled::Retried => &counters.retried,
-            Settled::Deferred => &counters.deferred,
-            Settled::Expired(_) => &counters.expired,
-            Settled::DeadLettered(_) => &counters.dead_lettered,
-            Settled::Cancelled(_) => &counters.cancelled,
-            Settled::Throttled(_) => &counters.throttled,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.on_queue(job.queue, |counters| {
+            let counter = match job.settled {
+                Settled::Completed => &counters.completed,
+                Settled::Retried => &counters.retried,
+                Settled::Deferred => &counters.deferred,
+                Settled::Expired(_) => &counters.expired,
+                Settled::DeadLettered(_) => &counters.dead_lettered,
+                Settled::Cancelled(_) => &counters.cancelled,
+                Settled::Throttled(_) => &counters.throttled,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        });
         let reason = match (job.settled, job.failure) {
             (Settled::DeadLettered(cause), _) => cause.to_string(),
             (Settled::Expired(expired), _) => expired.to_string(),
@@ -222,8 +220,36 @@ impl Observer for Activity {
     }
 }
 
+impl Observer for Activity {
+    fn observe(&self, event: &Event<'_>) {
+        match *event {
+            Event::DeliveryStarted { queue, .. } => self.on_queue(queue, |counters| {
+                counters.in_flight.fetch_add(1, Ordering::Relaxed);
+            }),
+            Event::DeliveryEnded { queue } => self.on_queue(queue, |counters| {
+                counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+            }),
+            Event::Settled(job) => self.settled(&job),
+            Event::PluginChanged { file, change } => {
+                if change.is_news() {
+                    self.reloaded(file, change.clone());
+                }
+            }
+            // Not what the dashboard shows: its metrics and logs tell these.
+            Event::HandlerRan { .. }
+            | Event::PublishFailed { .. }
+            | Event::BrokerReconnected
+            | Event::OverdueReleased { .. }
+            | Event::PauseLearnt { .. }
+            | Event::ScheduleFired { .. }
+            | Event::TicksMissed { .. }
+            | Event::DuplicateRefused { .. } => {}
+        }
+    }
+}
+
 fn push_bounded<T>(ring: &Mutex<VecDeque<T>>, item: T, max: usize) {
-    let mut ring = ring.lock().expect("history poisoned");
+    let mut ring = ring.lock().unwrap_or_else(PoisonError::into_inner);
     if ring.len() == max {
         ring.pop_front();
     }
@@ -242,6 +268,7 @@ pub(crate) fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::Telemetry;
 
     fn failure(reason: &str) -> Failure {
         Failure {
@@ -293,7 +320,8 @@ mod tests {
     fn a_queue_counts_its_settlements_and_its_deliveries_in_flight() {
         let activity = Activity::default();
         let queue: Arc<str> = "q".into();
-        let delivering = activity.delivering(&queue);
+        let telemetry = Telemetry::builder().attach(activity.clone()).build();
+        let delivering = telemetry.delivering(&queue, false);
         let expired = crate::job::Deadline::from_epoch_ms(0)
             .check(1, || crate::job::Start::Delivery)
             .expect_err("expired");
@@ -303,14 +331,14 @@ mod tests {
             Settled::DeadLettered(crate::job::DeadCause::Malformed),
             Settled::Throttled(crate::job::Throttle::Concurrency),
         ] {
-            activity.settled(&SettledJob {
+            telemetry.emit(&Event::Settled(SettledJob {
                 queue: &queue,
                 series_job_type: &queue,
                 job: None,
                 settled: &settled,
                 failure: None,
                 elapsed: std::time::Duration::ZERO,
-            });
+            }));
         }
         let counts = activity.queue("q");
         assert_eq!((counts.in_flight, counts.completed), (1, 1));

@@ -10,8 +10,13 @@
 //! - No credential is logged: neither the admin token nor a dashboard login link. The
 //!   caller logs where the token file is; `jobhost dashboard` reads it and prints a link
 //!   (see [`AdminAccess`]).
-//! - The admin API's `GET /metrics` serves the worker's [`WorkerConfig::metrics`], which
-//!   the loader (plugin loads) and the engine (pool use) count into as well.
+//! - Everything the host's components do is emitted into one telemetry,
+//!   [`WorkerConfig::telemetry`] (see [`crate::telemetry`]): the worker's, the loader's, the
+//!   fleet's, the scheduler's and the admin API's events (and the RabbitMQ backend's, when
+//!   the caller gives it the same). The caller attaches [`HostConfig::metrics`] and
+//!   [`HostConfig::activity`] to it ([`telemetry()`] does), which the admin API
+//!   serves on `GET /metrics` (with the engine's pool use, read at each scrape) and shows
+//!   on the dashboard.
 //! - The grants file ([`HostConfig::grants_file`]) is read before the plugins load (a
 //!   refused file stops the start) and then watched with the plugins; the admin API shows
 //!   the grants in force. Its secrets may not name [`HostConfig::host_secrets`]. The
@@ -35,13 +40,16 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::activity::Activity;
 use crate::admin::{self, AdminAccess, AdminBackend, AdminState};
 use crate::files::{self, Rules};
 use crate::grants::{Grants, GrantsError, HostSecrets};
+use crate::metrics::Metrics;
 use crate::plugin::{Engine, EngineConfig, EngineError};
 use crate::producer::EnqueueOptions;
 use crate::reload::{self, Loader};
 use crate::schedule::Scheduler;
+use crate::telemetry::Telemetry;
 use crate::worker::{Fleet, Plugins, Worker, WorkerConfig};
 
 /// The file of the plugin directory that `--demo` enqueues.
@@ -61,8 +69,15 @@ pub struct HostConfig {
     pub grants_file: PathBuf,
     /// The host's own credentials, which no secret of the grants file may name.
     pub host_secrets: HostSecrets,
-    /// The worker's settings.
+    /// The worker's settings; its [`telemetry`](WorkerConfig::telemetry) is the host's,
+    /// which every component emits into.
     pub worker: WorkerConfig,
+    /// The metrics the admin API serves on `GET /metrics`: attached to the worker's
+    /// telemetry by the caller (see [`telemetry()`]).
+    pub metrics: Metrics,
+    /// The recent activity the dashboard shows: attached to the worker's telemetry by the
+    /// caller (see [`telemetry()`]).
+    pub activity: Activity,
     /// The engine's settings, its compiled-plugin cache included.
     pub engine: EngineConfig,
     /// A file of `{"job_type": ..., "payload": ...}` lines to enqueue once the plugins
@@ -93,6 +108,15 @@ pub enum HostError {
     Grants(#[from] GrantsError),
 }
 
+/// A telemetry that `metrics` and `activity` watch: the host's, to give the worker (and a
+/// RabbitMQ backend) so that what they emit is what the admin API serves.
+pub fn telemetry(metrics: &Metrics, activity: &Activity) -> Telemetry {
+    Telemetry::builder()
+        .attach(metrics.clone())
+        .attach(activity.clone())
+        .build()
+}
+
 /// Run a host on `backend`, serving the admin API on `admin`, until `shutdown`.
 pub async fn run<B: AdminBackend>(
     backend: B,
@@ -112,20 +136,20 @@ pub async fn run<B: AdminBackend>(
     };
     let engine = Engine::new(config.engine.clone()).map_err(HostError::Engine)?;
     engine.grants().replace(grants);
-    let metrics = config.worker.metrics.clone();
+    let telemetry = config.worker.telemetry.clone();
     let mut config = config;
-    config.worker.fleet = Fleet::new(backend.clone(), metrics.clone());
+    config.worker.fleet = Fleet::new(backend.clone(), telemetry.clone());
     // Before any queue is consumed, so a queue the file pauses is never consumed at all.
     config
         .worker
         .fleet
         .pause_in_file(engine.grants().current().paused());
     let pool = engine.clone();
-    metrics.watch_pool(move || pool.instances_in_use());
+    config.metrics.watch_pool(move || pool.instances_in_use());
     let plugins = Plugins::new();
     let declaring = backend.clone();
     let loader = Loader::new(engine.clone(), plugins.clone())
-        .counting(metrics.clone())
+        .reporting(telemetry.clone())
         .granting(config.grants_file.clone(), config.host_secrets.clone())
         .declaring(Arc::new(move |queue| {
             let backend = declaring.clone();
@@ -139,7 +163,9 @@ pub async fn run<B: AdminBackend>(
         plugins: plugins.clone(),
         granularity: config.worker.retry_granularity,
         access: config.admin.clone(),
-        metrics,
+        metrics: config.metrics.clone(),
+        activity: config.activity.clone(),
+        telemetry,
         grants: engine.grants().clone(),
         fleet: config.worker.fleet.clone(),
     };
@@ -239,7 +265,7 @@ async fn serve<B: AdminBackend>(
         backend.clone(),
         state.grants.clone(),
         plugins.clone(),
-        state.metrics.clone(),
+        state.telemetry.clone(),
     );
     tasks.spawn(scheduler.run(shutdown.clone()));
     tasks.spawn(admin::serve(admin, state, shutdown.clone()));

@@ -15,6 +15,8 @@
 //! - [`policy`]: which retry policy and timeout apply to a delivery.
 //! - [`producer`]: enqueueing typed jobs from native Rust applications.
 //! - [`reload`]: loading the plugin directory and following its changes.
+//! - [`telemetry`]: one event per thing that happens in the host, and the observers
+//!   (metrics, the dashboard's activity) attached to it.
 //! - [`schedule`]: periodic jobs: the operator's schedules, fired once per tick across the fleet.
 //! - [`worker`]: consuming, running and settling jobs; the plugin registry.
 //! - [`trace`]: W3C trace context across jobs: headers in and out, each attempt's span.
@@ -46,6 +48,7 @@ pub mod policy;
 pub mod producer;
 pub mod reload;
 pub mod schedule;
+pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;

@@ -1,8 +1,10 @@
 //! The host's metrics, served as Prometheus text on the admin API's `GET /metrics`.
 //!
-//! One [`Metrics`] per host, cheap to clone (an `Arc` inside): the worker, the plugin
-//! loader and the admin API share it. Built on `prometheus-client`, which encodes the
-//! families; nothing here formats text by hand.
+//! One [`Metrics`] per host, cheap to clone (an `Arc` inside): an [`Observer`] attached
+//! to the host's [`Telemetry`](crate::telemetry::Telemetry), counting the events the
+//! worker, the loader and the others emit (see [`crate::telemetry`] for which event moves
+//! which family), and read by the admin API at each scrape. Built on `prometheus-client`,
+//! which encodes the families; nothing here formats text by hand.
 //!
 //! # Metrics
 //!
@@ -36,14 +38,12 @@
 //! `jobhost_hold_queue_messages` is a queue of a loaded manifest too: the admin API sets
 //! it for those at each scrape (see [`crate::admin::dashboard`] for the cost).
 //!
-//! # Activity
-//! [`Metrics::activity`] carries the host's recent [`Activity`] (reloads, failed attempts,
-//! per-queue counts) along the same paths, because whoever counts a metric has what the
-//! dashboard shows at hand.
+//! # No allocation per job
+//! The labels of the families a job moves are the `Arc<str>`s its events carry, shared:
+//! counting a job clones pointers and allocates nothing of its own.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
@@ -55,15 +55,15 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::activity::Activity;
-use crate::job::{Observer, PluginChange, SettledJob};
+use crate::job::{PluginChange, SettledJob};
+use crate::telemetry::{Event, Observer};
 
 /// The `Content-Type` of [`Metrics::encode`]'s text: Prometheus text format 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// The `job_type` label of every job type no loaded manifest declares, and of deliveries
-/// dead-lettered before a handler ran them.
-pub const OTHER_JOB_TYPE: &str = "other";
+/// dead-lettered before their route was found.
+pub use crate::job::OTHER_JOB_TYPE;
 
 /// The host's metric families; see the [module doc](self) for the list.
 #[derive(Clone, Default)]
@@ -82,7 +82,6 @@ impl fmt::Debug for Metrics {
 #[derive(Debug)]
 struct Inner {
     registry: Registry,
-    other: Arc<str>,
     jobs: Family<JobLabels, Counter>,
     dead_letters: Family<DeadLetterLabels, Counter>,
     throttled: Family<ThrottleLabels, Counter>,
@@ -100,14 +99,12 @@ struct Inner {
     schedule_firings: Family<ScheduleLabels, Counter>,
     schedule_missed: Family<ScheduleLabels, Counter>,
     pool: Arc<InstancePool>,
-    activity: Activity,
 }
 
 impl Default for Inner {
     fn default() -> Self {
         let mut inner = Self {
             registry: Registry::default(),
-            other: OTHER_JOB_TYPE.into(),
             jobs: Family::default(),
             dead_letters: Family::default(),
             throttled: Family::default(),
@@ -125,7 +122,6 @@ impl Default for Inner {
             schedule_firings: Family::default(),
             schedule_missed: Family::default(),
             pool: Arc::default(),
-            activity: Activity::default(),
         };
         inner.register();
         inner
@@ -191,81 +187,134 @@ impl Metrics {
         let _ = self.inner.pool.0.set(Box::new(in_use));
     }
 
-    /// What the host did lately, which the dashboard shows.
-    pub fn activity(&self) -> &Activity {
-        &self.inner.activity
-    }
-
     /// `held` messages wait in the hold queues of `queue` now.
     pub fn hold_queue_messages(&self, queue: &str, held: u64) {
-        let labels = QueueLabels {
-            queue: queue.into(),
-        };
         let held = i64::try_from(held).unwrap_or(i64::MAX);
-        self.inner.hold_messages.get_or_create(&labels).set(held);
+        let gauge = self.inner.hold_messages.get_or_create(&queue_labels(queue));
+        gauge.set(held);
     }
+}
 
-    /// Whether the fleet has `queue` paused, as this host learnt it last.
-    pub(crate) fn queue_paused(&self, queue: &str, paused: bool) {
-        let labels = QueueLabels {
-            queue: queue.into(),
+impl Observer for Metrics {
+    fn observe(&self, event: &Event<'_>) {
+        let inner = &*self.inner;
+        match *event {
+            Event::DeliveryStarted { queue, redelivered } => {
+                inner.in_flight.inc();
+                if redelivered {
+                    inner.redeliveries.get_or_create(&queue_labels(queue)).inc();
+                }
+            }
+            Event::DeliveryEnded { .. } => {
+                inner.in_flight.dec();
+            }
+            Event::HandlerRan { job_type, elapsed } => {
+                let histogram = inner.job_duration.get_or_create(&job_type_labels(job_type));
+                histogram.observe(elapsed.as_secs_f64());
+            }
+            Event::PublishFailed { queue, permanent } => inner.publish_failed(queue, permanent),
+            Event::Settled(job) => inner.settled(&job),
+            Event::PluginChanged { change, .. } => inner.plugin_changed(change),
+            Event::BrokerReconnected => {
+                inner.reconnects.inc();
+            }
+            Event::OverdueReleased { queue, count } => {
+                let released = inner.overdue_released.get_or_create(&queue_labels(queue));
+                released.inc_by(count);
+            }
+            Event::PauseLearnt { queue, paused } => {
+                let gauge = inner.paused.get_or_create(&queue_labels(queue));
+                gauge.set(i64::from(paused));
+            }
+            Event::ScheduleFired { schedule } => {
+                inner
+                    .schedule_firings
+                    .get_or_create(&schedule_labels(schedule))
+                    .inc();
+            }
+            Event::TicksMissed { schedule, count } => {
+                let missed = inner
+                    .schedule_missed
+                    .get_or_create(&schedule_labels(schedule));
+                missed.inc_by(count);
+            }
+            Event::DuplicateRefused { job_type } => {
+                inner
+                    .duplicates
+                    .get_or_create(&job_type_labels(job_type))
+                    .inc();
+            }
+        }
+    }
+}
+
+/// The labels of `queue`: a clone of a shared name, or a copy of a borrowed one.
+fn queue_labels(queue: impl Into<Label>) -> QueueLabels {
+    QueueLabels {
+        queue: queue.into().0,
+    }
+}
+
+fn job_type_labels(job_type: impl Into<Label>) -> JobTypeLabels {
+    JobTypeLabels {
+        job_type: job_type.into().0,
+    }
+}
+
+fn schedule_labels(schedule: &str) -> ScheduleLabels {
+    ScheduleLabels {
+        schedule: schedule.into(),
+    }
+}
+
+/// A label value: an event's shared `Arc<str>` cloned (no allocation, as on every job's
+/// path), or a borrowed `&str` copied (rare events).
+struct Label(Arc<str>);
+
+impl From<&Arc<str>> for Label {
+    fn from(shared: &Arc<str>) -> Self {
+        Self(Arc::clone(shared))
+    }
+}
+
+impl From<&str> for Label {
+    fn from(borrowed: &str) -> Self {
+        Self(borrowed.into())
+    }
+}
+
+impl Inner {
+    /// Count a settled delivery: its outcome, its duration, its dead-letter cause or its
+    /// throttle.
+    fn settled(&self, job: &SettledJob<'_>) {
+        let labels = JobLabels {
+            queue: job.queue.clone(),
+            job_type: job.series_job_type.clone(),
+            outcome: job.settled.label(),
         };
-        self.inner
-            .paused
-            .get_or_create(&labels)
-            .set(i64::from(paused));
+        self.jobs.get_or_create(&labels).inc();
+        let histogram = self
+            .delivery_duration
+            .get_or_create(&job_type_labels(job.series_job_type));
+        histogram.observe(job.elapsed.as_secs_f64());
+        if let Some(cause) = job.settled.dead_cause() {
+            let labels = DeadLetterLabels {
+                queue: job.queue.clone(),
+                cause: cause.label(),
+            };
+            self.dead_letters.get_or_create(&labels).inc();
+        }
+        if let Some(throttle) = job.settled.throttle() {
+            let labels = ThrottleLabels {
+                queue: job.queue.clone(),
+                reason: throttle.label(),
+            };
+            self.throttled.get_or_create(&labels).inc();
+        }
     }
 
-    /// This host fired a tick of `schedule`.
-    pub(crate) fn schedule_fired(&self, schedule: &str) {
-        let labels = ScheduleLabels {
-            schedule: schedule.into(),
-        };
-        self.inner.schedule_firings.get_or_create(&labels).inc();
-    }
-
-    /// `count` ticks of `schedule` were missed and let go.
-    pub(crate) fn schedule_missed(&self, schedule: &str, count: u64) {
-        let labels = ScheduleLabels {
-            schedule: schedule.into(),
-        };
-        self.inner
-            .schedule_missed
-            .get_or_create(&labels)
-            .inc_by(count);
-    }
-
-    /// [`OTHER_JOB_TYPE`], shared.
-    pub(crate) fn other_job_type(&self) -> &Arc<str> {
-        &self.inner.other
-    }
-
-    /// A delivery starts: it is in flight until the guard drops.
-    pub(crate) fn in_flight(&self) -> InFlight {
-        self.inner.in_flight.inc();
-        InFlight(self.inner.in_flight.clone())
-    }
-
-    /// The broker redelivered a message of `queue`.
-    pub(crate) fn redelivered(&self, queue: &Arc<str>) {
-        let labels = QueueLabels {
-            queue: queue.clone(),
-        };
-        self.inner.redeliveries.get_or_create(&labels).inc();
-    }
-
-    /// A handler of `job_type` ran for `elapsed`.
-    pub(crate) fn handler_ran(&self, job_type: &Arc<str>, elapsed: Duration) {
-        let labels = JobTypeLabels {
-            job_type: job_type.clone(),
-        };
-        let histogram = self.inner.job_duration.get_or_create(&labels);
-        histogram.observe(elapsed.as_secs_f64());
-    }
-
-    /// Publishing what settles a delivery of `queue` failed; `permanent` when it never can
-    /// succeed.
-    pub(crate) fn publish_failed(&self, queue: &Arc<str>, permanent: bool) {
+    /// Count a publish that failed.
+    fn publish_failed(&self, queue: &Arc<str>, permanent: bool) {
         let kind = if permanent {
             PublishFailure::Permanent
         } else {
@@ -275,61 +324,16 @@ impl Metrics {
             queue: queue.clone(),
             kind,
         };
-        self.inner.publish_failures.get_or_create(&labels).inc();
+        self.publish_failures.get_or_create(&labels).inc();
     }
 
-    /// The broker connection was lost and a new one is up.
-    pub(crate) fn reconnected(&self) {
-        self.inner.reconnects.inc();
-    }
-
-    /// The host released `count` messages that a hold queue of `queue` kept past their
-    /// delay onto `queue` itself.
-    pub(crate) fn released_overdue(&self, queue: &str, count: u64) {
-        let labels = QueueLabels {
-            queue: queue.into(),
-        };
-        self.inner
-            .overdue_released
-            .get_or_create(&labels)
-            .inc_by(count);
-    }
-
-    /// An enqueue of `job_type`, a job type a loaded manifest declares, was refused as a
-    /// duplicate of a unique job.
-    pub(crate) fn enqueue_refused_as_duplicate(&self, job_type: &str) {
-        let labels = JobTypeLabels {
-            job_type: job_type.into(),
-        };
-        self.inner.duplicates.get_or_create(&labels).inc();
-    }
-
-    /// A plugin file changed as `change`: counted when it loaded, replaced or refused a
-    /// binary.
-    pub(crate) fn plugin_changed(&self, change: &PluginChange) {
+    /// Count a sync that loaded, replaced or refused a binary.
+    fn plugin_changed(&self, change: &PluginChange) {
         if let Some(outcome) = change.load_outcome() {
             let labels = LoadLabels { outcome };
-            self.inner.plugin_loads.get_or_create(&labels).inc();
+            self.plugin_loads.get_or_create(&labels).inc();
         }
     }
-}
-
-/// Keeps a delivery counted in `jobhost_jobs_in_flight` until dropped, also when an
-/// abandoned delivery is dropped unsettled.
-#[derive(Debug)]
-pub(crate) struct InFlight(Gauge);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
-
-/// The queue and job type a delivery is counted under.
-#[derive(Debug, Clone)]
-pub(crate) struct JobSeries {
-    pub(crate) queue: Arc<str>,
-    pub(crate) job_type: Arc<str>,
 }
 
 /// Whether a failed publish can ever succeed.
@@ -407,36 +411,6 @@ struct LoadLabels {
     outcome: &'static str,
 }
 
-impl Observer for Metrics {
-    fn settled(&self, job: &SettledJob<'_>) {
-        let labels = JobLabels {
-            queue: job.queue.clone(),
-            job_type: job.series_job_type.clone(),
-            outcome: job.settled.label(),
-        };
-        self.inner.jobs.get_or_create(&labels).inc();
-        let labels = JobTypeLabels {
-            job_type: labels.job_type,
-        };
-        let histogram = self.inner.delivery_duration.get_or_create(&labels);
-        histogram.observe(job.elapsed.as_secs_f64());
-        if let Some(cause) = job.settled.dead_cause() {
-            let labels = DeadLetterLabels {
-                queue: job.queue.clone(),
-                cause: cause.label(),
-            };
-            self.inner.dead_letters.get_or_create(&labels).inc();
-        }
-        if let Some(throttle) = job.settled.throttle() {
-            let labels = ThrottleLabels {
-                queue: job.queue.clone(),
-                reason: throttle.label(),
-            };
-            self.inner.throttled.get_or_create(&labels).inc();
-        }
-    }
-}
-
 /// `jobhost_instances_in_use`, read from the engine at each scrape, because counting it
 /// per job would put two more atomic writes on every job's path.
 #[derive(Default)]
@@ -476,52 +450,93 @@ impl Metrics {
             value.parse().ok()
         })
     }
+
+    /// A telemetry these metrics alone watch.
+    pub(crate) fn telemetry(&self) -> crate::telemetry::Telemetry {
+        crate::telemetry::Telemetry::builder()
+            .attach(self.clone())
+            .build()
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::job::{DeadCause, Settled, Throttle};
 
     #[test]
     fn a_scrape_names_every_family_with_its_labels() {
         let metrics = Metrics::new();
+        let telemetry = metrics.telemetry();
         let (queue, job_type): (Arc<str>, Arc<str>) = ("q".into(), "t".into());
-        let job = JobSeries {
-            queue: queue.clone(),
-            job_type,
-        };
-        metrics.settled(&SettledJob {
-            queue: &job.queue,
-            series_job_type: &job.job_type,
-            job: None,
-            settled: &Settled::DeadLettered(DeadCause::Fatal("no".into())),
-            failure: None,
-            elapsed: Duration::from_millis(3),
-        });
-        metrics.settled(&SettledJob {
-            queue: &job.queue,
-            series_job_type: &job.job_type,
-            job: None,
-            settled: &Settled::Throttled(Throttle::Concurrency),
-            failure: None,
-            elapsed: Duration::from_millis(1),
-        });
-        metrics.publish_failed(&queue, true);
-        metrics.plugin_changed(&PluginChange::Refused {
+        for (settled, millis) in [
+            (Settled::DeadLettered(DeadCause::Fatal("no".into())), 3),
+            (Settled::Throttled(Throttle::Concurrency), 1),
+        ] {
+            telemetry.emit(&Event::Settled(SettledJob {
+                queue: &queue,
+                series_job_type: &job_type,
+                job: None,
+                settled: &settled,
+                failure: None,
+                elapsed: Duration::from_millis(millis),
+            }));
+        }
+        let refused = PluginChange::Refused {
             cause: "bad".into(),
-        });
-        let in_flight = metrics.in_flight();
+        };
+        for event in [
+            Event::HandlerRan {
+                job_type: &job_type,
+                elapsed: Duration::from_millis(2),
+            },
+            Event::PublishFailed {
+                queue: &queue,
+                permanent: true,
+            },
+            Event::PluginChanged {
+                file: "a.wasm",
+                change: &refused,
+            },
+            Event::BrokerReconnected,
+            Event::OverdueReleased {
+                queue: "q",
+                count: 2,
+            },
+            Event::PauseLearnt {
+                queue: "q",
+                paused: true,
+            },
+            Event::ScheduleFired { schedule: "s" },
+            Event::TicksMissed {
+                schedule: "s",
+                count: 3,
+            },
+            Event::DuplicateRefused { job_type: "t" },
+        ] {
+            telemetry.emit(&event);
+        }
+        let delivering = telemetry.delivering(&queue, true);
         let text = metrics.encode();
-        drop(in_flight);
+        drop(delivering);
         for line in [
             r#"jobhost_jobs_total{queue="q",job_type="t",outcome="dead_lettered"} 1"#,
             r#"jobhost_dead_letters_total{queue="q",cause="fatal"} 1"#,
             r#"jobhost_jobs_total{queue="q",job_type="t",outcome="throttled"} 1"#,
             r#"jobhost_jobs_throttled_total{queue="q",reason="concurrency"} 1"#,
             r#"jobhost_delivery_duration_seconds_count{job_type="t"} 2"#,
+            r#"jobhost_job_duration_seconds_count{job_type="t"} 1"#,
             r#"jobhost_publish_failures_total{queue="q",kind="permanent"} 1"#,
             r#"jobhost_plugin_loads_total{outcome="refused"} 1"#,
+            "jobhost_broker_reconnects_total 1",
+            r#"jobhost_hold_overdue_released_total{queue="q"} 2"#,
+            r#"jobhost_queue_paused{queue="q"} 1"#,
+            r#"jobhost_schedule_firings_total{schedule="s"} 1"#,
+            r#"jobhost_schedule_missed_ticks_total{schedule="s"} 3"#,
+            r#"jobhost_enqueue_duplicates_total{job_type="t"} 1"#,
+            r#"jobhost_redeliveries_total{queue="q"} 1"#,
             "jobhost_jobs_in_flight 1",
         ] {
             assert!(
@@ -529,11 +544,9 @@ mod tests {
                 "the scrape has `{line}`:\n{text}"
             );
         }
-        assert!(
-            metrics
-                .encode()
-                .lines()
-                .any(|l| l == "jobhost_jobs_in_flight 0"),
+        assert_eq!(
+            metrics.sample("jobhost_jobs_in_flight"),
+            Some(0.0),
             "a dropped guard leaves the gauge"
         );
     }

@@ -33,6 +33,10 @@ pub const NAME_MAX: usize = 200;
 /// Bytes of a reason (dead-letter reason, error message) kept on the wire and in logs.
 pub const REASON_MAX: usize = 2 * 1024;
 
+/// Bytes of a reason kept for showing on the dashboard (a dead letter keeps its whole
+/// bounded reason).
+pub const SHOWN_REASON_MAX: usize = 512;
+
 /// `text` as one printable line of at most `max` bytes plus a marker of at most
 /// [`MARKER_MAX`] bytes: control, separator and bidi characters escaped, the end cut and
 /// marked.

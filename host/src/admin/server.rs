@@ -31,6 +31,7 @@ use super::state::AdminState;
 use crate::broker::{BrokerError, dead_letter_queue_name};
 use crate::producer::EnqueueOptions;
 use crate::schedule::Clock;
+use crate::telemetry::Event;
 use crate::text::{NAME_MAX, bounded};
 use crate::trace::TraceContext;
 
@@ -221,9 +222,9 @@ async fn enqueue_job<B: AdminBackend>(
     .await
     .inspect_err(|err| {
         if matches!(err, BrokerError::Duplicate { .. }) {
-            state
-                .metrics
-                .enqueue_refused_as_duplicate(&request.job_type);
+            state.telemetry.emit(&Event::DuplicateRefused {
+                job_type: &request.job_type,
+            });
         }
     })?;
     tracing::info!(job_type = %request.job_type, job_id = %enqueued.job_id, queue = %enqueued.queue, "job enqueued through the admin API");

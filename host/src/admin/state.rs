@@ -1,8 +1,10 @@
 //! What the admin API serves from, shared by its routes and the dashboard's.
 
+use crate::activity::Activity;
 use crate::grants::SharedGrants;
 use crate::metrics::Metrics;
 use crate::policy::Granularity;
+use crate::telemetry::Telemetry;
 use crate::worker::{Fleet, Plugins};
 
 use super::access::AdminAccess;
@@ -18,8 +20,13 @@ pub struct AdminState<B> {
     pub granularity: Granularity,
     /// Who may call the API.
     pub access: AdminAccess,
-    /// What `GET /metrics` serves: the metrics the worker and the loader count into.
+    /// What `GET /metrics` serves: the metrics attached to the host's telemetry.
     pub metrics: Metrics,
+    /// What the dashboard shows of the host's recent activity, attached to its telemetry
+    /// too.
+    pub activity: Activity,
+    /// Where the API emits what it does (an enqueue refused as a duplicate).
+    pub telemetry: Telemetry,
     /// The grants in force, shown with each plugin.
     pub grants: SharedGrants,
     /// What the fleet's operators paused, as the worker knows it.

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use jobhost::activity::Activity;
 use jobhost::admin::AdminAccess;
 use jobhost::app::{self, DEMO_JOBS, HostConfig};
 use jobhost::broker::{MemoryBackend, RabbitMqBackend, RabbitMqOptions};
@@ -12,6 +13,7 @@ use jobhost::grants::{self, HostSecrets};
 use jobhost::metrics::Metrics;
 use jobhost::plugin::EngineConfig;
 use jobhost::policy::Granularity;
+use jobhost::telemetry::Telemetry;
 use jobhost::worker::WorkerConfig;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -74,13 +76,14 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
     } else {
         None
     };
-    let metrics = Metrics::new();
+    let (metrics, activity) = (Metrics::new(), Activity::default());
+    let telemetry = app::telemetry(&metrics, &activity);
     let config = HostConfig {
         plugin_dir: dir.clone(),
         grants_file: grants_file(args)?,
         host_secrets,
         worker: WorkerConfig {
-            metrics: metrics.clone(),
+            telemetry: telemetry.clone(),
             concurrency: args.concurrency as usize,
             retry_granularity: Granularity::new(args.retry_granularity),
             max_redeliveries: args.max_redeliveries,
@@ -96,8 +99,10 @@ async fn serve(args: &HostArgs, shutdown: CancellationToken) -> anyhow::Result<(
         },
         demo_jobs: args.demo.then(|| dir.join(DEMO_JOBS)),
         admin: AdminAccess::new(token, &args.admin, bound),
+        metrics,
+        activity,
     };
-    run_on_backend(args, metrics, admin, config, shutdown).await
+    run_on_backend(args, telemetry, admin, config, shutdown).await
 }
 
 /// What no secret of the grants file may name: the admin token file, the host's cache and
@@ -118,7 +123,7 @@ fn host_secrets(args: &HostArgs, token_file: &Path, cache_dir: &Path) -> HostSec
 /// Run the host on RabbitMQ when a broker URL is given, else on the embedded backend.
 async fn run_on_backend(
     args: &HostArgs,
-    metrics: Metrics,
+    telemetry: Telemetry,
     admin: TcpListener,
     config: HostConfig,
     shutdown: CancellationToken,
@@ -128,8 +133,10 @@ async fn run_on_backend(
         app::run(MemoryBackend::embedded(), admin, config, shutdown).await?;
         return Ok(());
     };
-    let options =
-        broker_access::broker_options(&args.broker, RabbitMqOptions::default().metrics(metrics))?;
+    let options = broker_access::broker_options(
+        &args.broker,
+        RabbitMqOptions::default().telemetry(telemetry),
+    )?;
     let backend = RabbitMqBackend::connect(&url, options)
         .await
         .context("cannot connect to RabbitMQ")?;

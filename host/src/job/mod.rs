@@ -4,8 +4,8 @@
 //! - [`Manifest`], [`JobSpec`], [`ManifestError`]: what a plugin serves, and why a manifest
 //!   is refused.
 //! - [`Invocation`], [`Outcome`], [`FollowUp`]: one delivery to run, and what became of it.
-//! - [`Settled`], [`DeadCause`], [`Throttle`], [`SettledJob`], [`Observer`]: how a delivery
-//!   was settled, the one event its observers read.
+//! - [`Settled`], [`DeadCause`], [`Throttle`], [`SettledJob`]: how a delivery was settled,
+//!   as the host's observers read it ([`crate::telemetry`]).
 //! - [`PluginChange`]: what a load of one plugin file did.
 //! - [`Deadline`], [`Expired`], [`Start`]: when a job expires, and a start that would come
 //!   after it.
@@ -30,5 +30,5 @@ pub use invocation::{FollowUp, Invocation, Outcome};
 pub use manifest::{DeclaredLimits, JOB_TYPE_MAX, JobSpec, Manifest, ManifestError, job_type_rule};
 pub use operator::{Cancellation, OPERATOR_MAX, Operator};
 pub use plugin_change::PluginChange;
-pub use settled::{DeadCause, Delayed, JobRef, Observer, Settled, SettledJob, Throttle};
+pub use settled::{DeadCause, Delayed, JobRef, OTHER_JOB_TYPE, Settled, SettledJob, Throttle};
 pub use utc::Utc;

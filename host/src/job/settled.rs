@@ -1,17 +1,6 @@
-//! How a delivery was settled: one typed value, produced once by the worker and read by
-//! every observer (the log, the worker's tally, the metrics, the dashboard's activity).
-//!
-//! # The event
-//! The worker hands one [`SettledJob`] per settled delivery to each [`Observer`]:
-//!
-//! | observer | what it does with it |
-//! |---|---|
-//! | the worker's tally | counts it for the periodic `jobs settled since the last summary` line |
-//! | [`Metrics`](crate::metrics::Metrics) | `jobhost_jobs_total{outcome}`, `jobhost_delivery_duration_seconds`, `jobhost_dead_letters_total{cause}` |
-//! | [`Activity`](crate::activity::Activity) | the dashboard's per-queue counts and recent failures |
-//!
-//! The worker's own log lines (retries and deferrals at info, dead letters at warn) are
-//! written where it decides and settles, because they carry the job's span.
+//! How a delivery was settled: one typed value, produced once by the worker and handed, as
+//! [`Event::Settled`](crate::telemetry::Event::Settled), to whoever watches the host (see
+//! [`crate::telemetry`] for who does and what each makes of it).
 //!
 //! # Contract
 //! - [`Settled`] is the whole story of a settlement: completed, retried, deferred, expired
@@ -19,6 +8,8 @@
 //!   cancelled by an operator (its message in the dead-letter queue too, with who and when).
 //!   Observers match on it; a new variant is a compile error in each of them until it is
 //!   mapped.
+//! - A delivery counts under its route's job type, or under [`OTHER_JOB_TYPE`] when no
+//!   route was found for it, so a producer's made-up job types cannot grow a label set.
 //! - An expired job goes to the dead-letter queue too, where an operator looks, but it is
 //!   not a failure: it counts as `expired`, not under `jobhost_dead_letters_total`.
 //! - A dead letter's reason (the `x-death-reason` header, the log line, the dashboard) is
@@ -37,13 +28,18 @@ use uuid::Uuid;
 
 use super::{Cancellation, DelayTooLong, Expired};
 
+/// The job type a delivery counts under when no loaded manifest declares its job type, or
+/// it was dead-lettered before its route was found (not an envelope, a payload too large,
+/// a poison message).
+pub const OTHER_JOB_TYPE: &str = "other";
+
 /// One settled delivery, as its observers see it.
 #[derive(Debug, Clone, Copy)]
 pub struct SettledJob<'a> {
     /// The queue it came from.
     pub queue: &'a Arc<str>,
-    /// The job type it counts under: its route's, or `other` when no handler ran it (see
-    /// [`crate::metrics`]).
+    /// The job type it counts under: its route's, or [`OTHER_JOB_TYPE`] when no route was
+    /// found for it.
     pub series_job_type: &'a Arc<str>,
     /// The job, when the message was an envelope.
     pub job: Option<JobRef<'a>>,
@@ -64,12 +60,6 @@ pub struct JobRef<'a> {
     pub job_type: &'a str,
     /// The attempt that was settled.
     pub attempt: u32,
-}
-
-/// Something that watches settlements; see the [module doc](self) for who does.
-pub trait Observer {
-    /// A delivery was settled as `job` says.
-    fn settled(&self, job: &SettledJob<'_>);
 }
 
 /// How one delivery was settled.

@@ -25,12 +25,11 @@ use std::time::Duration;
 use jobhost_sdk::QueueConfig;
 use tracing::{error, info, warn};
 
-use crate::activity::SHOWN_REASON_MAX;
 use crate::broker::BrokerError;
 use crate::grants::{self, Grants, GrantsError, HostSecrets, Identity};
-use crate::metrics::Metrics;
 use crate::plugin::{Engine, LoadError, Plugin};
-use crate::text::bounded;
+use crate::telemetry::{Event, Telemetry};
+use crate::text::{SHOWN_REASON_MAX, bounded};
 use crate::worker::{Handler, Plugins, RegistryError, Unit};
 
 pub use watch::{is_edit, watch};
@@ -92,7 +91,7 @@ pub struct Loader {
     plugins: Plugins,
     wrap: Option<WrapHandler>,
     declare: Option<DeclareQueue>,
-    metrics: Metrics,
+    telemetry: Telemetry,
     grants_file: Option<PathBuf>,
     host_secrets: HostSecrets,
 }
@@ -107,15 +106,15 @@ impl fmt::Debug for Loader {
 }
 
 impl Loader {
-    /// A loader compiling with `engine` into `plugins`, counting its loads in fresh
-    /// [`Metrics`] nobody scrapes until [`Loader::counting`] names others.
+    /// A loader compiling with `engine` into `plugins`, whose changes nobody watches
+    /// ([`Telemetry::none`]) until [`Loader::reporting`] names a telemetry.
     pub fn new(engine: Engine, plugins: Plugins) -> Self {
         Self {
             engine,
             plugins,
             wrap: None,
             declare: None,
-            metrics: Metrics::default(),
+            telemetry: Telemetry::none(),
             grants_file: None,
             host_secrets: HostSecrets::default(),
         }
@@ -164,11 +163,11 @@ impl Loader {
         }
     }
 
-    /// The same loader, counting its loads, replacements and refusals in `metrics`, and
-    /// keeping each load, replacement, refusal and removal in its
-    /// [`activity`](Metrics::activity).
-    pub fn counting(self, metrics: Metrics) -> Self {
-        Self { metrics, ..self }
+    /// The same loader, emitting what each sync of a plugin file did into `telemetry`
+    /// ([`Event::PluginChanged`]): the host's metrics count the loads, replacements and
+    /// refusals, and its activity keeps the reload history.
+    pub fn reporting(self, telemetry: Telemetry) -> Self {
+        Self { telemetry, ..self }
     }
 
     /// The same loader, wrapping the handler of every plugin it loads.
@@ -269,7 +268,7 @@ impl Loader {
         result
     }
 
-    /// Hand what the file `key` did to the metrics and the reload history.
+    /// Emit what the file `key` did.
     fn record(&self, key: &str, result: &Result<Change, ReloadError>) {
         let change = match result {
             Ok(change) => change.clone(),
@@ -277,10 +276,10 @@ impl Loader {
                 cause: bounded(&err.to_string(), SHOWN_REASON_MAX).into_owned(),
             },
         };
-        self.metrics.plugin_changed(&change);
-        if change.is_news() {
-            self.metrics.activity().reloaded(key, change);
-        }
+        self.telemetry.emit(&Event::PluginChanged {
+            file: key,
+            change: &change,
+        });
     }
 
     async fn load(&self, path: &Path) -> Result<Plugin, ReloadError> {

@@ -54,8 +54,8 @@ use crate::broker::{
     tick_lock,
 };
 use crate::grants::{Missed, Schedule, SharedGrants};
-use crate::metrics::Metrics;
 use crate::producer::EnqueueOptions;
+use crate::telemetry::{Event, Telemetry};
 use crate::text::bounded;
 use crate::worker::Plugins;
 
@@ -71,7 +71,7 @@ pub struct Scheduler<B> {
     backend: B,
     grants: SharedGrants,
     plugins: Plugins,
-    metrics: Metrics,
+    telemetry: Telemetry,
     clock: Clock,
     host: String,
     candidate: Uuid,
@@ -79,14 +79,14 @@ pub struct Scheduler<B> {
 
 impl<B: Backend + Schedules + Clone> Scheduler<B> {
     /// A scheduler on `backend` firing the schedules of `grants` into the queues of
-    /// `plugins`, counting into `metrics`, on the wall clock, named after this machine and
-    /// process ([`this_host`]).
-    pub fn new(backend: B, grants: SharedGrants, plugins: Plugins, metrics: Metrics) -> Self {
+    /// `plugins`, emitting its firings and missed ticks into `telemetry`, on the wall clock,
+    /// named after this machine and process ([`this_host`]).
+    pub fn new(backend: B, grants: SharedGrants, plugins: Plugins, telemetry: Telemetry) -> Self {
         Self {
             backend,
             grants,
             plugins,
-            metrics,
+            telemetry,
             clock: Clock::System,
             host: this_host(),
             candidate: Uuid::new_v4(),
@@ -204,7 +204,10 @@ impl<B: Backend + Schedules + Clone> Scheduler<B> {
 
     /// Count `count` ticks through `through` as missed.
     fn let_go(&self, name: &str, count: u64, through: i64, known: &mut HashMap<String, i64>) {
-        self.metrics.schedule_missed(name, count);
+        self.telemetry.emit(&Event::TicksMissed {
+            schedule: name,
+            count,
+        });
         info!(
             schedule = name,
             missed = count,
@@ -239,7 +242,8 @@ impl<B: Backend + Schedules + Clone> Scheduler<B> {
         )?;
         self.backend.declare(&route.queue).await?;
         self.backend.publish(&envelope, None).await?;
-        self.metrics.schedule_fired(name);
+        self.telemetry
+            .emit(&Event::ScheduleFired { schedule: name });
         info!(schedule = name, tick_ms = tick, %job_id, "schedule fired");
         let firing = Firing {
             tick_ms: tick,

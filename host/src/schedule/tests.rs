@@ -62,9 +62,14 @@ fn start(
     host: &str,
     at_ms: i64,
 ) -> (CancellationToken, JoinHandle<()>) {
-    let scheduler = Scheduler::new(backend.clone(), grants.clone(), plugins(), metrics.clone())
-        .with_clock(Clock::starting_at(at_ms))
-        .with_host(host);
+    let scheduler = Scheduler::new(
+        backend.clone(),
+        grants.clone(),
+        plugins(),
+        metrics.telemetry(),
+    )
+    .with_clock(Clock::starting_at(at_ms))
+    .with_host(host);
     let stop = CancellationToken::new();
     (stop.clone(), tokio::spawn(scheduler.run(stop)))
 }

@@ -69,7 +69,7 @@ impl Harness {
         // The worker follows the operators' orders given through `backend`
         // ([`Control`](crate::broker::Control)), as a host does, and the pauses of the
         // grants file in `config.caps`.
-        config.fleet = Fleet::new(backend.clone(), config.metrics.clone());
+        config.fleet = Fleet::new(backend.clone(), config.telemetry.clone());
         let log = InvocationLog::default();
         let plugins = Plugins::new();
         for unit in units {

@@ -87,7 +87,7 @@ async fn capped_by(caps: SharedGrants) -> (Arc<Ledger>, Harness, Metrics) {
     let metrics = Metrics::new();
     let config = WorkerConfig {
         caps,
-        metrics: metrics.clone(),
+        telemetry: metrics.telemetry(),
         ..WorkerConfig::default()
     };
     (ledger, Harness::start([unit], config).await, metrics)

@@ -75,7 +75,7 @@ pub(super) async fn deliver<B: Backend>(
     queue: Arc<str>,
     delivery: DeliveryOf<B>,
 ) {
-    let mut seen = Observation::start(&shared.config.metrics, &queue, delivery.redelivered());
+    let mut seen = Observation::start(&shared.config.telemetry, &queue, delivery.redelivered());
     // Before anything can dead-letter the message, so even a poison or malformed message's
     // dead letter carries the trace it came with.
     let trace = DeliveryTrace::start(delivery.trace_context());

@@ -239,7 +239,7 @@ async fn run_one(
     backend.inner.publish(&first, None).await.expect("enqueued");
     let shutdown = CancellationToken::new();
     let config = WorkerConfig {
-        metrics: metrics.clone(),
+        telemetry: metrics.telemetry(),
         ..WorkerConfig::default()
     };
     let worker = tokio::spawn(Worker::new(backend.clone(), plugins, config).run(shutdown.clone()));
@@ -332,6 +332,8 @@ async fn a_transient_failure_backs_off_and_a_delivery_that_never_settles_ends_as
             r#"jobhost_jobs_total{queue="q",job_type="other",outcome="dead_lettered"}"#,
             1.0,
         ),
+        // Each delivery dropped unsettled ended as well as the last one.
+        ("jobhost_jobs_in_flight", 0.0),
     ] {
         assert_eq!(metrics.sample(series), Some(count), "{series}");
     }

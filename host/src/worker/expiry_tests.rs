@@ -35,7 +35,7 @@ async fn harness(
         handler(job.attempt, job.deferrals)
     });
     let config = WorkerConfig {
-        metrics: metrics.clone(),
+        telemetry: metrics.telemetry(),
         ..WorkerConfig::default()
     };
     Harness::start([unit], config).await

@@ -34,7 +34,7 @@ use super::handler::BoxFuture;
 use crate::broker::{BrokerError, Command, Control, Followed, Follower};
 use crate::grants::SharedGrants;
 use crate::job::Cancellation;
-use crate::metrics::Metrics;
+use crate::telemetry::{Event, Telemetry};
 use crate::text::{NAME_MAX, bounded};
 
 /// The most cancelled job ids a host remembers: some 10 MiB at most. A cancellation older
@@ -56,7 +56,7 @@ pub struct Fleet {
 struct Inner {
     /// Asks the broker whether a queue is paused; `None` follows nothing.
     is_paused: Option<IsPaused>,
-    metrics: Metrics,
+    telemetry: Telemetry,
     /// Each consumed queue's pause, as learnt last.
     queues: Mutex<HashMap<String, QueuePause>>,
     /// The queues the grants file in force pauses.
@@ -123,9 +123,9 @@ impl fmt::Debug for Fleet {
 }
 
 impl Fleet {
-    /// A fleet whose pauses are asked of `control`, counted into `metrics`
-    /// (`jobhost_queue_paused`); run [`Fleet::follow`] to learn of orders.
-    pub fn new<C: Control + Clone>(control: C, metrics: Metrics) -> Self {
+    /// A fleet whose pauses are asked of `control`, each answer emitted into `telemetry`
+    /// ([`Event::PauseLearnt`]); run [`Fleet::follow`] to learn of orders.
+    pub fn new<C: Control + Clone>(control: C, telemetry: Telemetry) -> Self {
         let is_paused: IsPaused = Arc::new(move |queue| {
             let control = control.clone();
             Box::pin(async move { control.is_paused(&queue).await })
@@ -133,7 +133,7 @@ impl Fleet {
         Self {
             inner: Arc::new(Inner {
                 is_paused: Some(is_paused),
-                metrics,
+                telemetry,
                 ..Inner::default()
             }),
         }
@@ -244,7 +244,10 @@ impl Fleet {
         let mut queues = self.lock_queues();
         let updated = self.entry(&mut queues, queue).update(by_broker, in_file);
         drop(queues);
-        self.inner.metrics.queue_paused(queue, updated.paused);
+        self.inner.telemetry.emit(&Event::PauseLearnt {
+            queue,
+            paused: updated.paused,
+        });
         updated
     }
 

@@ -17,6 +17,7 @@ use crate::envelope::Envelope;
 use crate::grants::{Grants, SharedGrants};
 use crate::job::{Invocation, Operator, Outcome};
 use crate::metrics::Metrics;
+use crate::telemetry::Telemetry;
 use crate::testing::Harness;
 use crate::worker::{BoxFuture, Fleet, Handler, Unit, WorkerConfig};
 
@@ -234,7 +235,7 @@ async fn a_queued_job_cancelled_is_settled_as_cancelled_without_running() {
     let work = long(Duration::from_millis(10));
     let metrics = Metrics::default();
     let config = WorkerConfig {
-        metrics: metrics.clone(),
+        telemetry: metrics.telemetry(),
         ..WorkerConfig::default()
     };
     let h = Harness::start([unit(&work)], config).await;
@@ -375,7 +376,7 @@ async fn a_pause_whose_order_was_missed_is_learnt_when_the_follower_joins_again(
         paused: Arc::default(),
         followed: Arc::new(tokio::sync::Mutex::new(receive)),
     };
-    let fleet = Fleet::new(broker.clone(), Metrics::default());
+    let fleet = Fleet::new(broker.clone(), Telemetry::none());
     let stop = tokio_util::sync::CancellationToken::new();
     let following = {
         let (fleet, broker, stop) = (fleet.clone(), broker.clone(), stop.clone());

@@ -47,8 +47,8 @@ use tracing::{info, warn};
 
 use crate::broker::{Backend, BrokerError, Consumer, Delivery};
 use crate::grants::SharedGrants;
-use crate::metrics::Metrics;
 use crate::policy::{Granularity, effective_timeout};
+use crate::telemetry::Telemetry;
 use inline::{BusyTime, Timed};
 
 pub use fleet::{CANCELLED_MAX, Fleet};
@@ -78,9 +78,10 @@ pub struct WorkerConfig {
     /// while it still runs. No attempt may run longer than
     /// [`attempt_timeout`](Self::attempt_timeout) allows under it.
     pub broker_consumer_timeout: Duration,
-    /// Where the worker counts jobs, their outcomes and durations (default: fresh
-    /// [`Metrics`] nobody scrapes); the host shares these with the admin API's `/metrics`.
-    pub metrics: Metrics,
+    /// Where the worker emits what its deliveries do: starts and ends, handler durations,
+    /// failed publishes, settlements (default: [`Telemetry::none`], nobody watches); the
+    /// host's has its metrics and the dashboard's activity attached.
+    pub telemetry: Telemetry,
     /// What the fleet's operators paused and cancelled (default: a fleet that follows no
     /// orders, so nothing is ever paused or cancelled); the host makes one that follows
     /// its backend's orders and shares it with the admin API.
@@ -114,7 +115,7 @@ impl Default for WorkerConfig {
             max_payload_bytes: 8 * 1024 * 1024,
             max_redeliveries: 5,
             broker_consumer_timeout: Duration::from_secs(30 * 60),
-            metrics: Metrics::default(),
+            telemetry: Telemetry::none(),
             fleet: Fleet::default(),
             caps: SharedGrants::default(),
         }

@@ -48,7 +48,7 @@ async fn limited_by(grants: SharedGrants) -> (Harness, Metrics) {
     let metrics = Metrics::new();
     let config = WorkerConfig {
         caps: grants,
-        metrics: metrics.clone(),
+        telemetry: metrics.telemetry(),
         ..WorkerConfig::default()
     };
     (Harness::start([unit], config).await, metrics)

@@ -152,7 +152,7 @@ impl Settlement {
 }
 
 /// Where and as what one delivery is settled: the worker, the queue it came from, its
-/// trace and its metrics.
+/// trace and its reports.
 pub(super) struct Settling<'a, B> {
     shared: &'a Shared<B>,
     queue: &'a str,
@@ -295,8 +295,8 @@ impl<'a, B: Backend> Settling<'a, B> {
         }
     }
 
-    /// Hand the settlement to its observers (the worker's periodic summary, the metrics,
-    /// the dashboard's activity); a completion is logged at debug only, because a line per
+    /// Hand the settlement to the worker's periodic summary and to the host's telemetry
+    /// (its metrics, the dashboard's activity); a completion is logged at debug only, because a line per
     /// job costs more than the job (see docs/cli.md, "Logs").
     fn log_settled(&self, job: Option<&Envelope>, settlement: &Settlement) {
         let settled = settlement.settled();

@@ -5,6 +5,11 @@
 //! every [`SUMMARY_EVERY`] how many jobs completed, were retried, deferred, expired,
 //! dead-lettered and cancelled. Retries, deferrals, expiries, dead letters and
 //! cancellations keep their own info and warn lines.
+//!
+//! The tally is the worker's own, counted by a direct call where a delivery is settled,
+//! not an observer of the host's [`Telemetry`](crate::telemetry::Telemetry): it sums this
+//! worker's settlements, while a telemetry may be shared by several workers (and nobody
+//! but the worker reads the tally).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,7 +17,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::job::{Observer, Settled, SettledJob};
+use crate::job::Settled;
 
 /// How often the summary line is written, when anything was settled.
 pub(super) const SUMMARY_EVERY: Duration = Duration::from_secs(10);
@@ -41,9 +46,10 @@ pub(super) struct Counts {
     pub(super) throttled: u64,
 }
 
-impl Observer for Tally {
-    fn settled(&self, job: &SettledJob<'_>) {
-        let counter = match job.settled {
+impl Tally {
+    /// Count one settlement.
+    pub(super) fn count(&self, settled: &Settled) {
+        let counter = match settled {
             Settled::Completed => &self.completed,
             Settled::Retried => &self.retried,
             Settled::Deferred => &self.deferred,
@@ -54,9 +60,7 @@ impl Observer for Tally {
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
-}
 
-impl Tally {
     /// The counts since the last call, starting over.
     pub(super) fn take(&self) -> Counts {
         Counts {
@@ -104,14 +108,11 @@ impl Tally {
 mod tests {
     use super::*;
 
-    use std::sync::Arc;
-
     use crate::job::{Cancellation, DeadCause, Deadline, Operator, Start, Throttle};
 
     #[test]
     fn each_settlement_is_counted_once_and_a_summary_starts_the_count_over() {
         let tally = Tally::default();
-        let queue: Arc<str> = "q".into();
         for settled in [
             Settled::Completed,
             Settled::Completed,
@@ -129,14 +130,7 @@ mod tests {
             }),
             Settled::Throttled(Throttle::Concurrency),
         ] {
-            tally.settled(&SettledJob {
-                queue: &queue,
-                series_job_type: &queue,
-                job: None,
-                settled: &settled,
-                failure: None,
-                elapsed: Duration::ZERO,
-            });
+            tally.count(&settled);
         }
         assert_eq!(
             tally.take(),

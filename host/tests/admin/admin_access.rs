@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use jobhost::activity::Activity;
 use jobhost::admin::api::{Command, OrderRequest};
 use jobhost::admin::{
     self, AdminAccess, AdminClient, AdminState, ClientError, HEADER_READ_TIMEOUT, MAX_CONNECTIONS,
@@ -15,6 +16,7 @@ use jobhost::grants::SharedGrants;
 use jobhost::job::{Invocation, JobSpec, Manifest, Operator, Outcome};
 use jobhost::metrics::Metrics;
 use jobhost::policy::Granularity;
+use jobhost::telemetry::Telemetry;
 use jobhost::testing::native_unit;
 use jobhost::worker::{Fleet, Plugins};
 use jobhost_sdk::QueueConfig;
@@ -68,6 +70,8 @@ async fn api() -> Api {
         granularity: Granularity::default(),
         access,
         metrics: Metrics::new(),
+        activity: Activity::default(),
+        telemetry: Telemetry::none(),
         grants: SharedGrants::default(),
         fleet: Fleet::default(),
     };

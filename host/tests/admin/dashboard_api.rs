@@ -6,6 +6,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use jobhost::activity::Activity;
 use jobhost::admin::api::EnqueueRequest;
 use jobhost::admin::dashboard::{MAX_STREAMS_PER_CALLER, Overview};
 use jobhost::admin::{self, AdminAccess, AdminClient, AdminState};
@@ -14,6 +15,7 @@ use jobhost::grants::SharedGrants;
 use jobhost::job::{Deadline, JobSpec, Manifest, Outcome};
 use jobhost::metrics::Metrics;
 use jobhost::policy::Granularity;
+use jobhost::telemetry::Telemetry;
 use jobhost::testing::native_unit;
 use jobhost::worker::{Fleet, Plugins};
 use jobhost_sdk::{QueueConfig, RetryPolicy};
@@ -72,6 +74,8 @@ async fn host_on(backend: &MemoryBackend, stop: &CancellationToken) -> String {
         granularity: Granularity::default(),
         access: AdminAccess::new(TOKEN, "127.0.0.1:0", addr),
         metrics: Metrics::new(),
+        activity: Activity::default(),
+        telemetry: Telemetry::none(),
         grants: SharedGrants::default(),
         fleet: Fleet::default(),
     };

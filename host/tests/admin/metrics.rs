@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use jobhost::activity::Activity;
 use jobhost::admin::{self, AdminAccess, AdminState};
 use jobhost::broker::{Backend, MemoryBackend};
 use jobhost::envelope::Envelope;
@@ -16,6 +17,7 @@ use jobhost::metrics::{self, Metrics};
 use jobhost::plugin::{Engine, EngineConfig};
 use jobhost::policy::Granularity;
 use jobhost::reload::Loader;
+use jobhost::telemetry::Telemetry;
 use jobhost::testing::{Harness, native_unit};
 use jobhost::worker::{Fleet, Plugins, WorkerConfig};
 use jobhost_sdk::{JobError, QueueConfig, RetryPolicy};
@@ -101,7 +103,7 @@ fn histogram(what: &str, job_type: &str) -> String {
 async fn a_known_mix_of_jobs_moves_every_counter_by_exactly_its_share() {
     let metrics = Metrics::new();
     let config = WorkerConfig {
-        metrics: metrics.clone(),
+        telemetry: Telemetry::builder().attach(metrics.clone()).build(),
         ..WorkerConfig::default()
     };
     let h = Harness::start([mixed_unit()], config).await;
@@ -241,6 +243,8 @@ async fn the_hold_queue_gauge_counts_what_waits_in_a_queues_hold_queues_at_the_s
         granularity,
         access: AdminAccess::new("token", "127.0.0.1:0", addr),
         metrics: Metrics::new(),
+        activity: Activity::default(),
+        telemetry: Telemetry::none(),
         grants: jobhost::grants::SharedGrants::default(),
         fleet: Fleet::default(),
     };
@@ -261,9 +265,13 @@ async fn the_hold_queue_gauge_counts_what_waits_in_a_queues_hold_queues_at_the_s
 
 #[tokio::test]
 async fn each_plugin_load_is_counted_by_outcome_and_kept_in_the_reload_history_with_its_cause() {
-    let metrics = Metrics::new();
+    let (metrics, activity) = (Metrics::new(), Activity::default());
     let engine = Engine::new(EngineConfig::default()).expect("the engine starts");
-    let loader = Loader::new(engine, Plugins::new()).counting(metrics.clone());
+    let telemetry = Telemetry::builder()
+        .attach(metrics.clone())
+        .attach(activity.clone())
+        .build();
+    let loader = Loader::new(engine, Plugins::new()).reporting(telemetry);
     let dir = tempfile::tempdir().expect("a plugin directory");
     let file = dir.path().join("plugin.wasm");
     for fixture in ["noop", "email-sender"] {
@@ -281,7 +289,7 @@ async fn each_plugin_load_is_counted_by_outcome_and_kept_in_the_reload_history_w
 
     std::fs::remove_file(&file).expect("removed");
     loader.sync(&file).await.expect("a removal unloads");
-    let history = metrics.activity().reloads();
+    let history = activity.reloads();
     let kinds: Vec<&str> = history
         .iter()
         .map(|event| match &event.change {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use jobhost::broker::{Backend, Consumer, Delivery, RabbitMqBackend, RabbitMqOptions};
 use jobhost::envelope::Envelope;
 use jobhost::metrics::Metrics;
+use jobhost::telemetry::Telemetry;
 use jobhost_sdk::{QueueConfig, QueueType};
 use lapin::options::BasicPublishOptions;
 use lapin::{BasicProperties, Channel};
@@ -54,7 +55,7 @@ async fn declared(queue_type: QueueType, hold_ms: u64) -> Option<Declared> {
     let options = RabbitMqOptions::default()
         .connection_name(unique("sweep"))
         .hold_sweep_interval(SWEEP)
-        .metrics(metrics.clone());
+        .telemetry(Telemetry::builder().attach(metrics.clone()).build());
     let backend = backend_with(options).await?;
     let name = unique("sweep");
     let cleanup = Cleanup::new(&[&name, &format!("{name}.deferred.{hold_ms}")]);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use jobhost::broker::{Backend, Consumer, Delivery, RabbitMqOptions};
 use jobhost::envelope::Envelope;
 use jobhost::metrics::Metrics;
+use jobhost::telemetry::Telemetry;
 use jobhost_sdk::QueueConfig;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, watch};
@@ -30,7 +31,7 @@ async fn a_connection_closed_by_the_broker_loses_no_job_and_the_backend_recovers
     let metrics = Metrics::new();
     let options = RabbitMqOptions::default()
         .connection_name(&connection_name)
-        .metrics(metrics.clone());
+        .telemetry(Telemetry::builder().attach(metrics.clone()).build());
     let Some(backend) = backend_with(options).await else {
         return;
     };

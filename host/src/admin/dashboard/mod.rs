@@ -123,7 +123,7 @@ impl<B: AdminBackend> Live<B> {
             B::KIND,
             &registry,
             &self.admin.grants.current(),
-            &self.admin.metrics,
+            &self.admin.activity,
             &self.admin.fleet,
             &reading,
         )

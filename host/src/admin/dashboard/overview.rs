@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::activity::{Failure, QueueActivity, ReloadEvent, now_ms};
+use crate::activity::{Activity, Failure, QueueActivity, ReloadEvent, now_ms};
 use crate::admin::AdminBackend;
 use crate::admin::api::{PluginView, PolicyReport};
 use crate::broker::QueueDepth;
@@ -129,11 +129,10 @@ pub(super) fn overview(
     backend: &str,
     registry: &Registry,
     grants: &Grants,
-    metrics: &Metrics,
+    activity: &Activity,
     fleet: &Fleet,
     reading: &Reading,
 ) -> Overview {
-    let activity = metrics.activity();
     let queues = reading
         .iter()
         .map(|(name, depth)| {

@@ -30,6 +30,7 @@ use super::holds::Holds;
 use super::nodes::Nodes;
 use super::session::{Failure, Session};
 use crate::broker::BrokerError;
+use crate::telemetry::Event;
 
 /// How often the supervisor looks at the connection even when nothing reported a
 /// failure, because not every way a connection ends raises an event.
@@ -273,7 +274,7 @@ impl Link {
                 return;
             };
             tracing::info!(broker = %self.nodes.shown(next.node), generation = next.generation, "reconnected to the broker");
-            self.options.metrics.reconnected();
+            self.options.telemetry.emit(&Event::BrokerReconnected);
             self.state
                 .send_if_modified(|state| replace_unless_closed(state, State::Up(next)));
         }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use crate::metrics::Metrics;
+use crate::telemetry::Telemetry;
 
 /// Settings of a RabbitMQ backend. Every setting has a default that suits a worker:
 ///
@@ -16,7 +16,7 @@ use crate::metrics::Metrics;
 /// | [`publisher_channels`](Self::publisher_channels) | 64 |
 /// | [`password`](Self::password) | the URL's |
 /// | [`trust_certificates`](Self::trust_certificates) | the public roots only |
-/// | [`metrics`](Self::metrics) | fresh ones nobody scrapes |
+/// | [`telemetry`](Self::telemetry) | [`Telemetry::none`]: nobody watches |
 /// | [`client_certificate`](Self::client_certificate) | none |
 /// | [`hold_sweep_interval`](Self::hold_sweep_interval) | 10 s |
 #[derive(Debug, Clone)]
@@ -27,7 +27,7 @@ pub struct RabbitMqOptions {
     pub(super) publisher_channels: usize,
     pub(super) password: Option<Secret>,
     pub(super) tls: TlsFiles,
-    pub(super) metrics: Metrics,
+    pub(super) telemetry: Telemetry,
     pub(super) hold_sweep_interval: Duration,
     pub(super) inline_limit: Option<Duration>,
 }
@@ -60,7 +60,7 @@ impl Default for RabbitMqOptions {
             publisher_channels: 64,
             password: None,
             tls: TlsFiles::default(),
-            metrics: Metrics::default(),
+            telemetry: Telemetry::none(),
             hold_sweep_interval: Duration::from_secs(10),
             // One consumer receives some 20,000-25,000 deliveries a second from RabbitMQ
             // (BENCHMARKS.md, "Short jobs in the consume loop"), so jobs averaging up to
@@ -82,9 +82,12 @@ impl RabbitMqOptions {
         self
     }
 
-    /// Where reconnections to the broker are counted (`jobhost_broker_reconnects_total`).
-    pub fn metrics(mut self, metrics: Metrics) -> Self {
-        self.metrics = metrics;
+    /// Where the backend emits its reconnections to the broker
+    /// ([`Event::BrokerReconnected`](crate::telemetry::Event::BrokerReconnected)) and the
+    /// overdue held messages its sweeper released
+    /// ([`Event::OverdueReleased`](crate::telemetry::Event::OverdueReleased)).
+    pub fn telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = telemetry;
         self
     }
 

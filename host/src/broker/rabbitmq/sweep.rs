@@ -43,6 +43,7 @@ use lapin::{BasicProperties, Channel};
 use super::holds::{Found, Hold, OVERDUE_GRACE, Seen};
 use super::link::Link;
 use super::session::{Failure, Session};
+use crate::telemetry::Event;
 
 /// The most messages one sweep releases from one hold queue, so one stuck queue with a
 /// long backlog does not keep the others waiting for their sweep.
@@ -93,9 +94,10 @@ fn report(link: &Link, watch: &Hold, released: usize) {
         released,
         "the broker kept messages in a hold queue past their delay; released them onto the work queue (see docs/scaling.md, \"Known failure, in the broker\")"
     );
-    link.options
-        .metrics
-        .released_overdue(&watch.queue, released as u64);
+    link.options.telemetry.emit(&Event::OverdueReleased {
+        queue: &watch.queue,
+        count: released as u64,
+    });
 }
 
 /// What one sweep of one hold queue did.
