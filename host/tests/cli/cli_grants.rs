@@ -566,3 +566,51 @@ fn a_secret_naming_the_admin_token_or_the_broker_password_is_refused() {
         assert!(stderr.contains(&refusal), "{secret}: {stderr}");
     }
 }
+
+/// The README's "Periodic jobs" section, as a user follows it: its `toml` block in the
+/// grants file, a host started on it, and `jobhost schedules`.
+#[test]
+fn the_readme_schedule_is_listed_by_jobhost_schedules_with_its_next_tick() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .expect("the README reads");
+    let section = readme
+        .split("## Periodic jobs")
+        .nth(1)
+        .expect("the README has a Periodic jobs section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the section shows a toml block");
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    let grants_file = dir.path().join("jobhost.toml");
+    write_grants(&grants_file, block);
+    let mut command = jobhost();
+    command
+        .arg("run")
+        .arg("--plugins")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&grants_file);
+    let host = Host::spawn(command, dir, STARTUP);
+    let table = stdout_of(&host.cli(&["schedules"]));
+    assert!(
+        table.contains("nightly-report")
+            && table.contains("reports.Nightly")
+            && table.contains("cron `0 3 * * *` in Europe/Paris"),
+        "{table}"
+    );
+    let listed = json_of(&host.cli(&["schedules", "--json"]));
+    let schedule = &listed[0];
+    assert_eq!(schedule["missed"], "catch_up 3", "{schedule}");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let next_ms = schedule["next_ms"].as_i64().expect("a next tick");
+    assert!(
+        next_ms > now_ms && next_ms - now_ms <= 25 * 3_600_000,
+        "the next 03:00 in Paris is within a day: {schedule}"
+    );
+}
