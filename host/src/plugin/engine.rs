@@ -32,7 +32,7 @@ use super::load::{self, Plugin};
 use super::store::JobState;
 use super::{config_store, host_api, outbound};
 use crate::files::{self, Rules};
-use crate::grants::SharedGrants;
+use crate::grants::{self, Grants, SharedGrants};
 
 /// How often the epoch advances: the granularity of timeouts and of a spinning guest's
 /// yields to the async runtime.
@@ -164,16 +164,18 @@ impl Engine {
         start_ticker(&wasmtime)?;
         let mut hasher = DefaultHasher::new();
         wasmtime.precompile_compatibility_hash().hash(&mut hasher);
+        let jobs = config.max_instances as usize - 1;
         let inner = EngineInner {
             fingerprint: hasher.finish(),
             wasmtime,
             linker,
-            job_permits: Semaphore::new(config.max_instances as usize - 1),
+            job_permits: Semaphore::new(jobs),
             load_permit: Semaphore::new(1),
             config,
             cache,
             compilations: AtomicU64::new(0),
-            grants: SharedGrants::default(),
+            // A section without `max_concurrent_requests` gets a request slot per job.
+            grants: SharedGrants::with_job_concurrency(Grants::none(grants::FILE_NAME), jobs),
         };
         Ok(Self {
             inner: Arc::new(inner),
