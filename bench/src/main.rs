@@ -64,6 +64,11 @@ enum Command {
     Resources(Options),
     /// Outbound HTTP through a plugin against the same local server called natively.
     Http(Options),
+    /// Jobs that wait: `jobhost run` keeping 1,000 and 10,000 jobs in flight that GET a
+    /// local server answering after 1 s (`JOBHOST_BENCH_WAIT_LATENCY_MS`,
+    /// `JOBHOST_BENCH_WAIT_INFLIGHT`), against the ideal and a raw tokio + hyper client;
+    /// RSS per job in flight (not part of `all`).
+    Wait(Options),
     /// One host on a three-node cluster with quorum queues against one node with classic
     /// queues (needs `--cluster-url`; not part of `all`).
     Cluster(Options),
@@ -77,6 +82,12 @@ enum Command {
     /// Internal: a `blackbox` reference consumer, in a process of its own.
     #[command(hide = true)]
     BlackboxConsumer(blackbox::ConsumerArgs),
+    /// Internal: the `wait` scenario's server, answering after `--latency-ms`.
+    #[command(hide = true)]
+    WaitServer {
+        #[arg(long)]
+        latency_ms: u64,
+    },
 }
 
 /// The broker to run against.
@@ -148,6 +159,12 @@ async fn main() -> anyhow::Result<()> {
     let (options, scenarios): (Options, &[Scenario]) = match cli.command {
         Command::RssProbe => return resources::probe().await,
         Command::BlackboxConsumer(args) => return blackbox::consume(args).await,
+        Command::WaitServer { latency_ms } => return blackbox::wait::serve(latency_ms).await,
+        Command::Wait(options) => {
+            let report = blackbox::wait::run(&Sizes::of(&options), options.quick).await?;
+            println!("{}", report.render());
+            return Ok(());
+        }
         Command::Unusual(broker) => return unusual::run(&broker.amqp_url).await,
         Command::All(options) => (options, &Scenario::ALL),
         Command::Memory(options) => (options, &[Scenario::Memory]),

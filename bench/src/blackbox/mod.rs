@@ -43,6 +43,7 @@
 
 mod consumer;
 mod process;
+pub(crate) mod wait;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

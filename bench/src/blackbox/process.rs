@@ -106,6 +106,11 @@ impl Consumer {
         })
     }
 
+    /// The process's id.
+    pub(super) fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// The wall clock, the process's CPU and `broker`'s CPU now.
     fn sample(&self, broker: Option<u32>) -> anyhow::Result<(Instant, Duration, Option<Duration>)> {
         let broker_cpu = broker.map(cpu_of).transpose()?;
@@ -259,7 +264,7 @@ impl Depth {
 
 /// Completed jobs by the host at `admin`: the sum of its `jobhost_jobs_total` series with
 /// `outcome="completed"`.
-async fn completed_jobs(admin: SocketAddr) -> anyhow::Result<u64> {
+pub(super) async fn completed_jobs(admin: SocketAddr) -> anyhow::Result<u64> {
     let mut stream = TcpStream::connect(admin).await?;
     // HTTP/1.0: the server closes the connection after the answer, which ends the read.
     let request = format!("GET /metrics HTTP/1.0\r\nHost: {admin}\r\n\r\n");

@@ -24,9 +24,10 @@ use super::{HostArgs, broker_access, demo_server, paths};
 /// Jobs at once unless `--concurrency` says otherwise: the engine's default pool of 64
 /// instances less the one kept for loads.
 pub(super) const DEFAULT_CONCURRENCY: u32 = 63;
-/// The most `--concurrency` accepts; each job holds a pool slot with its own reservation
-/// of address space.
-pub(super) const MAX_CONCURRENCY: u32 = 1023;
+/// The most `--concurrency` accepts, the most a queue's prefetch can keep delivered. Each
+/// job holds a pool slot with its own reservation of address space: the engine refuses a
+/// pool this machine cannot reserve, saying so (about 15,000 jobs on x86-64).
+pub(super) const MAX_CONCURRENCY: u32 = 65_535;
 
 /// `jobhost run`.
 pub(super) async fn run(args: HostArgs) -> anyhow::Result<()> {

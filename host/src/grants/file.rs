@@ -160,6 +160,7 @@ fn plugin(
             })
         })
         .collect::<Result<_, _>>()?;
+    let limit_set = section.max_concurrent_requests.is_some();
     let max_concurrent_requests = match section.max_concurrent_requests {
         None => defaults.max_concurrent_requests,
         Some(n) => request_slots(lines, &n)?,
@@ -185,6 +186,7 @@ fn plugin(
         sha256,
         allowed_outbound_hosts,
         max_concurrent_requests,
+        limit_set,
         max_response_bytes,
         request_timeout,
         values,
@@ -315,7 +317,11 @@ mod tests {
     fn a_section_gets_the_documented_defaults() {
         let grants = parse_text("[plugins.webhook]\n").expect("valid");
         let webhook = grants.plugin("webhook").expect("a section");
-        assert_eq!(webhook.max_concurrent_requests, 4);
+        assert_eq!(
+            webhook.max_concurrent_requests,
+            crate::grants::DEFAULT_MAX_CONCURRENT_REQUESTS,
+            "a host's engine makes it its job concurrency"
+        );
         assert_eq!(webhook.max_response_bytes, 10 * 1024 * 1024);
         assert_eq!(webhook.request_timeout, std::time::Duration::from_secs(30));
         assert!(webhook.allowed_outbound_hosts.is_empty());

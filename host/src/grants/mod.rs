@@ -29,7 +29,10 @@
 //!   ([`address::restricted`]).
 //! - A plugin's request slots (`max_concurrent_requests`) are one set per plugin name for
 //!   the life of the host ([`SharedGrants::replace`] resizes them), so jobs across a reload
-//!   never get more than the limit between them.
+//!   never get more than the limit between them. A section that sets no limit gets as many
+//!   slots as the host runs jobs at once ([`SharedGrants::with_job_concurrency`]): a plugin
+//!   is not throttled below the host's concurrency unless the operator says so, and its
+//!   requests stay bounded.
 //! - Secret values are [`Secret`]s: no `Debug`, `Display`, error or admin page shows them.
 //! - `https://` requests trust the webpki roots and, host-wide, the CAs of
 //!   `[outbound] ca_certificates` ([`OutboundTrust`]), read with the file.
@@ -42,7 +45,7 @@
 //! [plugins.webhook]                # for plugins/webhook.wasm
 //! sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"  # optional
 //! allowed_outbound_hosts = ["https://hooks.example.com", "http://127.0.0.1:7879"]
-//! max_concurrent_requests = 4     # default 4
+//! max_concurrent_requests = 4     # default: the host's job concurrency
 //! max_response_bytes = 10485760   # default 10 MiB
 //! request_timeout = "10s"         # default 30s; always cut to the job's deadline
 //! [plugins.webhook.config]
@@ -84,6 +87,7 @@ use std::time::Duration;
 
 use jobhost_sdk::limits::{JobLimits, QueueLimits};
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 
 use crate::text::{self, NAME_MAX};
 
@@ -105,8 +109,11 @@ pub const FILE_NAME: &str = "jobhost.toml";
 /// The most bytes a grants file may hold; a long one holds a few hundred plugins in KiB.
 pub const FILE_MAX: u64 = 1024 * 1024;
 
-/// Requests a plugin may have in flight at once, unless its section says otherwise.
-pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 4;
+/// Requests a plugin may have in flight at once, unless its section says otherwise, where
+/// the host's job concurrency is not known: the default concurrency of `jobhost run`. A
+/// host's engine gives a section without a limit as many slots as it runs jobs at once
+/// ([`SharedGrants::with_job_concurrency`]).
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 63;
 
 /// Bytes of one response body a plugin may read, unless its section says otherwise.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
@@ -267,8 +274,12 @@ pub struct PluginGrants {
     pub sha256: Option<String>,
     /// Origins it may send requests to.
     pub allowed_outbound_hosts: Vec<OriginPattern>,
-    /// Requests it may have in flight at once, across all its jobs.
+    /// Requests it may have in flight at once, across all its jobs: the section's
+    /// `max_concurrent_requests`, else the host's job concurrency (see [`SharedGrants`]).
     pub max_concurrent_requests: usize,
+    /// Whether the section sets `max_concurrent_requests`; if not, the limit follows the
+    /// host's job concurrency.
+    limit_set: bool,
     /// Bytes of one response body it may read; a longer body fails at the cap.
     pub max_response_bytes: u64,
     /// How long one request may take, at most what is left of the job's deadline.
@@ -286,6 +297,7 @@ impl PluginGrants {
             sha256: None,
             allowed_outbound_hosts: Vec::new(),
             max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
+            limit_set: false,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             values: BTreeMap::new(),
@@ -315,12 +327,13 @@ impl PluginGrants {
         }
     }
 
-    /// The same grants, their requests counted in `requests`.
-    fn with_requests(&self, requests: Arc<RequestSlots>) -> Self {
+    /// The same grants with `limit` request slots, counted in `requests`.
+    fn with_requests(&self, limit: usize, requests: Arc<RequestSlots>) -> Self {
         Self {
             sha256: self.sha256.clone(),
             allowed_outbound_hosts: self.allowed_outbound_hosts.clone(),
-            max_concurrent_requests: self.max_concurrent_requests,
+            max_concurrent_requests: limit,
+            limit_set: self.limit_set,
             max_response_bytes: self.max_response_bytes,
             request_timeout: self.request_timeout,
             values: self.values.clone(),
@@ -555,6 +568,9 @@ pub struct SharedGrants(Arc<Shared>);
 #[derive(Debug)]
 struct Shared {
     current: RwLock<Arc<Grants>>,
+    /// The request slots of a section that sets no `max_concurrent_requests`: the jobs the
+    /// host runs at once.
+    default_requests: usize,
     /// The request slots of every section name ever in force: a section that comes back
     /// after a reload without it finds the requests its jobs still have in flight.
     slots: Mutex<BTreeMap<String, Arc<RequestSlots>>>,
@@ -563,10 +579,20 @@ struct Shared {
 }
 
 impl SharedGrants {
-    /// Start with `grants`.
+    /// Start with `grants`, for a host that runs [`DEFAULT_MAX_CONCURRENT_REQUESTS`] jobs
+    /// at once.
     pub fn new(grants: Grants) -> Self {
+        Self::with_job_concurrency(grants, DEFAULT_MAX_CONCURRENT_REQUESTS)
+    }
+
+    /// Start with `grants`, for a host that runs `jobs` jobs at once (at least 1): a
+    /// section that sets no `max_concurrent_requests` gets `jobs` request slots, so its
+    /// plugin is never throttled below the host's concurrency unless the operator says so,
+    /// and a hostile one has no more requests in flight than the host has jobs.
+    pub fn with_job_concurrency(grants: Grants, jobs: usize) -> Self {
         let shared = Self(Arc::new(Shared {
             current: RwLock::new(Arc::new(Grants::none(grants.file.clone()))),
+            default_requests: jobs.clamp(1, Semaphore::MAX_PERMITS),
             slots: Mutex::new(BTreeMap::new()),
             replaced: tokio::sync::watch::Sender::new(0),
         }));
@@ -586,16 +612,22 @@ impl SharedGrants {
     }
 
     /// Put `grants` in force for the jobs that start from now on. Each plugin keeps its
-    /// request slots, resized to the new `max_concurrent_requests`.
+    /// request slots, resized to the new `max_concurrent_requests` (the host's job
+    /// concurrency where the section sets none).
     pub fn replace(&self, mut grants: Grants) {
         let mut slots = self.0.slots.lock().unwrap_or_else(PoisonError::into_inner);
         for (name, plugin) in &mut grants.plugins {
+            let limit = if plugin.limit_set {
+                plugin.max_concurrent_requests
+            } else {
+                self.0.default_requests
+            };
             let kept = slots
                 .entry(name.clone())
                 .or_insert_with(|| Arc::clone(plugin.requests()));
-            if !Arc::ptr_eq(kept, plugin.requests()) {
-                kept.resize(plugin.max_concurrent_requests);
-                *plugin = Arc::new(plugin.with_requests(Arc::clone(kept)));
+            if !Arc::ptr_eq(kept, plugin.requests()) || limit != plugin.max_concurrent_requests {
+                kept.resize(limit);
+                *plugin = Arc::new(plugin.with_requests(limit, Arc::clone(kept)));
             }
         }
         *self
@@ -788,6 +820,22 @@ mod tests {
             )),
             "{refusal}"
         );
+    }
+
+    #[test]
+    fn a_section_without_a_request_limit_gets_a_slot_per_job_of_the_host() {
+        let parse = |text: &str| Grants::parse(Path::new("jobhost.toml"), text).expect("valid");
+        let shared = SharedGrants::with_job_concurrency(parse("[plugins.p]\n"), 1000);
+        let limit = |shared: &SharedGrants| {
+            let current = shared.current();
+            let grants = current.plugin("p").expect("a section");
+            (grants.max_concurrent_requests, grants.requests().limit())
+        };
+        assert_eq!(limit(&shared), (1000, 1000), "the host's concurrency");
+        shared.replace(parse("[plugins.p]\nmax_concurrent_requests = 4\n"));
+        assert_eq!(limit(&shared), (4, 4), "the operator's limit");
+        shared.replace(parse("[plugins.p]\n"));
+        assert_eq!(limit(&shared), (1000, 1000), "the host's concurrency again");
     }
 
     #[tokio::test]

@@ -13,6 +13,9 @@
 //!   reference to the engine and stops once the engine is dropped.
 //! - **Memory:** each linear memory may grow to [`EngineConfig::memory_limit`] inside a
 //!   [`MEMORY_RESERVATION`] of address space (which lets compiled code skip bounds checks).
+//!   A pool slot holds two memories, one in a pool wider than [`WIDE_POOL`]; a pool
+//!   whose memories would reserve more than half of the process's address space is
+//!   refused, saying so.
 
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -32,7 +35,7 @@ use super::load::{self, Plugin};
 use super::store::JobState;
 use super::{config_store, host_api, outbound};
 use crate::files::{self, Rules};
-use crate::grants::SharedGrants;
+use crate::grants::{self, Grants, SharedGrants};
 
 /// How often the epoch advances: the granularity of timeouts and of a spinning guest's
 /// yields to the async runtime.
@@ -55,8 +58,51 @@ pub(super) const BACKSTOP_GRACE: Duration = EPOCH_TICK.saturating_mul(5);
 /// Generous per-component maxima for what a pool slot holds; a component needing more is
 /// refused at load, when its manifest is read.
 const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
-const MEMORIES_PER_COMPONENT: u32 = 2;
+pub(super) const MEMORIES_PER_COMPONENT: u32 = 2;
 const TABLES_PER_COMPONENT: u32 = 8;
+
+/// The most pool slots that each hold [`MEMORIES_PER_COMPONENT`] linear memories. A larger
+/// pool (a host of more than 1,023 jobs at once, which mostly wait) gives its job slots one
+/// memory each, what a component built by `cargo` for `wasm32-wasip2` has: a memory is a
+/// [`MEMORY_RESERVATION`] of address space, and two per slot would stop a host near 15,000
+/// jobs. A job then takes as many memory permits as its plugin has memories, so a plugin
+/// of two memories runs at most half as many jobs at once instead of failing to
+/// instantiate; the slot kept for loads keeps its two.
+pub(super) const WIDE_POOL: u32 = 1024;
+
+/// Address space reserved per linear memory besides [`MEMORY_RESERVATION`]: wasmtime's
+/// default guard of 32 MiB after each memory.
+const MEMORY_GUARD: u64 = 32 << 20;
+
+/// The address space a process may take on this machine: 47 bits on x86-64 and 48 on
+/// aarch64 (Linux gives more only to a process that asks), or less under `ulimit -v`.
+fn address_space() -> u64 {
+    let bits = if cfg!(target_arch = "aarch64") {
+        48
+    } else {
+        47
+    };
+    let limit = rustix::process::getrlimit(rustix::process::Resource::As)
+        .current
+        .unwrap_or(u64::MAX);
+    (1u64 << bits).min(limit)
+}
+
+/// Linear memories a job slot holds in a pool of `slots`: see [`WIDE_POOL`].
+fn memories_per_job(slots: u32) -> u32 {
+    if slots <= WIDE_POOL {
+        MEMORIES_PER_COMPONENT
+    } else {
+        1
+    }
+}
+
+/// The linear memories of a pool of `slots`: each job slot's, and two for the load slot.
+fn total_memories(slots: u32) -> u32 {
+    (slots - 1)
+        .saturating_mul(memories_per_job(slots))
+        .saturating_add(MEMORIES_PER_COMPONENT)
+}
 
 /// Settings of an [`Engine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +158,10 @@ pub(super) struct EngineInner {
     pub(super) config: EngineConfig,
     /// Permits for job instances, fewer than the pool's slots.
     pub(super) job_permits: Semaphore,
+    /// In a pool wider than [`WIDE_POOL`], permits for the job slots' linear memories, one
+    /// per memory: a job takes as many as its plugin has. `None` where every slot holds as
+    /// many memories as a plugin may have.
+    pub(super) memory_permits: Option<Semaphore>,
     /// The one pool slot kept for a load's manifest call.
     pub(super) load_permit: Semaphore,
     /// Identifies the compiler settings, so cached artifacts of another engine are not read.
@@ -164,16 +214,20 @@ impl Engine {
         start_ticker(&wasmtime)?;
         let mut hasher = DefaultHasher::new();
         wasmtime.precompile_compatibility_hash().hash(&mut hasher);
+        let jobs = config.max_instances as usize - 1;
         let inner = EngineInner {
             fingerprint: hasher.finish(),
             wasmtime,
             linker,
-            job_permits: Semaphore::new(config.max_instances as usize - 1),
+            job_permits: Semaphore::new(jobs),
+            memory_permits: (config.max_instances > WIDE_POOL)
+                .then(|| Semaphore::new(jobs * memories_per_job(config.max_instances) as usize)),
             load_permit: Semaphore::new(1),
             config,
             cache,
             compilations: AtomicU64::new(0),
-            grants: SharedGrants::default(),
+            // A section without `max_concurrent_requests` gets a request slot per job.
+            grants: SharedGrants::with_job_concurrency(Grants::none(grants::FILE_NAME), jobs),
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -249,6 +303,27 @@ fn check(config: &EngineConfig) -> Result<(), EngineError> {
             ),
         });
     }
+    let per_memory = MEMORY_RESERVATION + MEMORY_GUARD;
+    let reserved = u64::from(total_memories(config.max_instances)).saturating_mul(per_memory);
+    // Half of what the process may address, the rest left to its stacks, tables, heap and
+    // libraries.
+    let room = address_space() / 2;
+    if reserved > room {
+        return Err(EngineError::Config {
+            setting: "max_instances",
+            reason: format!(
+                "is {} (a host's `--concurrency` and the slot kept for loads): its pool \
+                 would reserve {} GiB of address space (a linear memory per job slot, {} GiB each with its guard, which lets compiled code skip bounds \
+                 checks), more than the {} GiB this process may give it (half of what it may \
+                 address, {} GiB here); run fewer jobs at once per host, and more hosts",
+                config.max_instances,
+                reserved >> 30,
+                per_memory as f64 / f64::from(1u32 << 30),
+                room >> 30,
+                address_space() >> 30,
+            ),
+        });
+    }
     if config.max_plugin_size == 0 {
         return Err(EngineError::Config {
             setting: "max_plugin_size",
@@ -271,7 +346,7 @@ fn wasmtime_config(config: &EngineConfig) -> Config {
         .total_core_instances(slots.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
         .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
         .max_memories_per_component(MEMORIES_PER_COMPONENT)
-        .total_memories(slots.saturating_mul(MEMORIES_PER_COMPONENT))
+        .total_memories(total_memories(slots))
         .max_tables_per_component(TABLES_PER_COMPONENT)
         .total_tables(slots.saturating_mul(TABLES_PER_COMPONENT))
         .total_stacks(slots)
@@ -305,4 +380,45 @@ fn start_ticker(engine: &wasmtime::Engine) -> Result<(), EngineError> {
         })
         .map(drop)
         .map_err(|cause| EngineError::Ticker { cause })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wide_pool_holds_one_memory_per_job_slot_and_ten_thousand_jobs_start() {
+        assert_eq!(total_memories(64), 128, "the default pool is unchanged");
+        assert_eq!(total_memories(WIDE_POOL), 2 * WIDE_POOL);
+        assert_eq!(total_memories(10_001), 10_002);
+        let engine = Engine::new(EngineConfig {
+            max_instances: 10_001,
+            ..EngineConfig::default()
+        })
+        .expect("a pool of 10,001 slots fits this machine's address space");
+        assert_eq!(
+            engine
+                .inner
+                .memory_permits
+                .as_ref()
+                .map(Semaphore::available_permits),
+            Some(10_000)
+        );
+    }
+
+    #[test]
+    fn a_pool_beyond_the_address_space_is_refused_saying_why() {
+        let err = Engine::new(EngineConfig {
+            max_instances: 60_000,
+            ..EngineConfig::default()
+        })
+        .expect_err("60,000 memories of 4 GiB do not fit");
+        let message = err.to_string();
+        assert!(
+            message.contains("is 60000 (a host's `--concurrency` and the slot kept for loads)")
+                && message.contains("GiB of address space")
+                && message.contains("run fewer jobs at once per host"),
+            "{message}"
+        );
+    }
 }

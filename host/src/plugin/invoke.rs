@@ -2,7 +2,8 @@
 //! what happened.
 //!
 //! Per job:
-//! 1. Take a job permit, so a full pool makes the job wait instead of failing.
+//! 1. Take a job permit, so a full pool makes the job wait instead of failing; in a wide
+//!    pool, a memory permit per linear memory of the plugin too.
 //! 2. Create a fresh store (memory cap, deadline, log sink) and instantiate the plugin's
 //!    pre-instance into it; nothing else is set up per job.
 //! 3. Call `handle`, bounded twice: the epoch deadline stops a guest running wasm at its
@@ -40,6 +41,15 @@ impl Plugin {
             .acquire()
             .await
             .expect("the job semaphore is never closed");
+        let _memories = match &self.inner.engine.inner.memory_permits {
+            Some(memories) => Some(
+                memories
+                    .acquire_many(self.inner.memories)
+                    .await
+                    .expect("the memory semaphore is never closed"),
+            ),
+            None => None,
+        };
         // Boxed so that this future stays small: it holds the instance's futures, and the
         // caller boxes this one again (`Handler::invoke`), which would copy them whole.
         let run = Box::pin(self.run(&job));

@@ -34,7 +34,7 @@ use wasmtime::{Store, Trap};
 
 use super::bindings::{PluginPre, types as wit};
 use super::cache;
-use super::engine::{BACKSTOP_GRACE, Engine};
+use super::engine::{BACKSTOP_GRACE, Engine, MEMORIES_PER_COMPONENT};
 use super::error::LoadError;
 use super::guest_log::LogTags;
 use super::manifest;
@@ -74,6 +74,8 @@ pub(super) struct PluginInner {
     /// What its grants are looked up by.
     pub(super) identity: Identity,
     pub(super) pre: PluginPre<JobState>,
+    /// Its linear memories: the memory permits each of its jobs takes in a wide pool.
+    pub(super) memories: u32,
     version: String,
     path: PathBuf,
     manifest: Manifest,
@@ -133,6 +135,10 @@ pub(super) fn load(engine: &Engine, origin: &Path, bytes: &[u8]) -> Result<Plugi
     let (component, compiled_fresh) =
         cache::compile_or_fetch(&engine.inner, origin, &content_hash, bytes)?;
     check_world(engine, origin, &component)?;
+    // A component that instantiates modules it imports says nothing: count it as the most.
+    let memories = component
+        .resources_required()
+        .map_or(MEMORIES_PER_COMPONENT, |needs| needs.num_memories);
     let link_error = |err: wasmtime::Error| LoadError::Link {
         path: path(),
         reason: format!("{err:#}"),
@@ -155,6 +161,7 @@ pub(super) fn load(engine: &Engine, origin: &Path, bytes: &[u8]) -> Result<Plugi
         name: manifest.name.as_str().into(),
         identity,
         pre,
+        memories,
         version,
         path: path(),
         manifest,

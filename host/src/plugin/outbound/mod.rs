@@ -13,9 +13,11 @@
 //!   the grant names the address itself or `localhost`), and connects to a checked address
 //!   (see [`send`]).
 //! - Limits, from the plugin's section: at most `max_concurrent_requests` in flight across
-//!   its jobs (a request waits for a slot), a response body cut at `max_response_bytes`
+//!   its jobs (by default as many as the host runs jobs, so a request waits for a slot only
+//!   under a lower limit the operator set, and then at most until the job's deadline:
+//!   `error-code.connection-limit-reached`), a response body cut at `max_response_bytes`
 //!   (`error-code.http-response-body-size`), and the whole request, body included, within
-//!   `request_timeout`, never past the job's deadline.
+//!   `request_timeout` from when it has its slot, never past the job's deadline.
 //! - What a job hands `wasi:http` and the resources it holds are budgeted per job, before
 //!   anything is copied: calls, part sizes, bytes, resources and body buffers (see
 //!   [`budget`]).
@@ -92,14 +94,15 @@ impl JobGrants {
             self.plugin_grants()
                 .expect("a grant matched, so the plugin has a section"),
         );
-        let timeout = grants
-            .request_timeout
-            .min(self.deadline.saturating_duration_since(Instant::now()));
+        // On tokio's clock, which a test may pause; `send` cuts it to the request's
+        // timeout once the request has its slot.
+        let job_deadline =
+            tokio::time::Instant::now() + self.deadline.saturating_duration_since(Instant::now());
         Ok(Target {
             origin,
             matched,
             grants,
-            deadline: tokio::time::Instant::now() + timeout,
+            deadline: job_deadline,
             refuse: refuser.clone(),
         })
     }

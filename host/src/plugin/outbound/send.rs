@@ -25,7 +25,8 @@ pub(super) struct Target {
     pub(super) origin: RequestOrigin,
     pub(super) matched: Match,
     pub(super) grants: Arc<PluginGrants>,
-    /// When the whole request, body included, must be done.
+    /// When the whole request, body included, must be done: the job's deadline until the
+    /// request has its slot, then also at most `request_timeout` from then.
     pub(super) deadline: Instant,
     pub(super) refuse: Refuser,
 }
@@ -61,15 +62,20 @@ fn origin_form(uri: &http::Uri) -> Result<http::Uri, Error> {
 pub(super) async fn send(
     mut request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
-    target: Target,
+    mut target: Target,
 ) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    // Waiting for a slot (only under a limit below the host's concurrency) spends the job's
+    // time, not the request's: `request_timeout` runs from when the request has its slot.
+    let permit = timeout_at(target.deadline, target.grants.requests().acquire())
+        .await
+        .map_err(|_| Error::ConnectionLimitReached)?;
+    target.deadline = target
+        .deadline
+        .min(Instant::now() + target.grants.request_timeout);
     let deadline = target.deadline;
     let sooner = |limit: Option<std::time::Duration>| {
         limit.map_or(deadline, |limit| deadline.min(Instant::now() + limit))
     };
-    let permit = timeout_at(deadline, target.grants.requests().acquire())
-        .await
-        .map_err(|_| Error::ConnectionLimitReached)?;
     let addresses = allowed_addresses(&target).await?;
     let connect_by = sooner(options.and_then(|o| o.connect_timeout));
     let stream = timeout_at(connect_by, connect(&addresses, &target))
