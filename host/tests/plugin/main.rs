@@ -18,6 +18,7 @@ mod plugin_load;
 mod plugin_load_deadline;
 mod plugin_logs;
 mod plugin_outbound;
+mod plugin_outbound_slots;
 mod plugin_outbound_tls;
 mod plugin_outcomes;
 mod plugin_sandbox;

@@ -2,10 +2,7 @@
 //! an origin is not throttled below the host's concurrency; under a lower limit the
 //! operator sets, the wait for a slot spends the job's time, not the request's timeout.
 
-mod outbound_support;
-mod plugin_support;
-
-use outbound_support::{Server, fetch, probe_granted, report};
+use crate::support::outbound::{Server, fetch, probe_granted, report};
 
 fn grants(origin: &str, extra: &str) -> String {
     format!("[plugins.http-probe]\nallowed_outbound_hosts = [{origin:?}]\n{extra}")
