@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 
 use crate::support::browser;
 use crate::support::browser::{Browser, LAPTOP};
-use crate::support::cli::{Host, jobhost, stdout_of};
+use crate::support::cli::{Host, jobhost, stdout_of, write_grants};
 use crate::support::worker::{eventually, fixture_queues, publish};
 use crate::support::{Cleanup, amqp_url, backend, unique};
 
@@ -86,10 +86,21 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
     )
     .expect("copy");
     deploy(dir.path(), "versioned");
+    // A cap that never binds and a schedule that does not fire during the test, for the
+    // page to show.
+    let config = tempfile::tempdir().expect("a directory for the grants file");
+    let grants_file = config.path().join("jobhost.toml");
+    write_grants(
+        &grants_file,
+        "[queues.\"examples.emails\"]\nconcurrency = 8\n\n\
+         [schedules.\"nightly\"]\njob_type = \"email.SendEmail\"\ncron = \"0 3 * * *\"\ntz = \"Europe/Paris\"\n",
+    );
     let mut command = jobhost();
     command
         .args(["run", "--amqp", &amqp_url(), "--plugins"])
-        .arg(dir.path());
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&grants_file);
     let host = Host::spawn(command, dir, PATIENCE);
     for queue in [EMAILS, VERSIONED] {
         let consuming = format!("queue={queue} ");
@@ -191,6 +202,14 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
     }
     browser
         .until(PATIENCE, "the fatal dead letter of examples.emails", "document.querySelector('#dead tbody tr .reason')?.textContent.startsWith('fatal error: job failed (fatal): invalid address')")
+        .await;
+    browser
+        .until(
+            PATIENCE,
+            "the queue's cap under its name and the schedule's row",
+            "document.querySelector('#queues tr[data-queue=\"examples.emails\"] .limits')?.textContent.includes('≤ 8 at once') \
+             && document.querySelector('#schedules tr[data-schedule=\"nightly\"]')?.textContent.includes('0 3 * * * (Europe/Paris)')",
+        )
         .await;
     browser.screenshot("1-scenario").await;
 
