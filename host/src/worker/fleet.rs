@@ -283,6 +283,10 @@ impl Fleet {
                 .lock()
                 .expect("file pauses poisoned")
                 .contains(queue);
+            if in_file {
+                let queue = bounded(queue, NAME_MAX);
+                info!(%queue, "queue paused by the grants file: not consuming it");
+            }
             QueuePause {
                 by_broker: false,
                 in_file,

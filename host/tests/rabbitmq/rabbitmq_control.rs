@@ -1,7 +1,9 @@
 //! Pause, resume and cancel across a fleet of two `jobhost run` processes on the test
 //! broker, driven through the real binary's `jobhost queue` and `jobhost job` commands:
 //! a pause survives a SIGKILL and restart of every host (counted in the `ledger` fixture's
-//! ledger, kept apart from the hosts), a held job cancelled never runs, a cancel reaches a
+//! ledger, kept apart from the hosts), a queue paused in both hosts' grants file stays
+//! unconsumed through a pause and resume order and runs once the file lets it go, a held
+//! job cancelled never runs, a cancel reaches a
 //! job spinning on the other host in under a second (measured and printed), and garbage on
 //! the control stream is skipped. Below the binary, a follower whose connection the broker
 //! closes joins again and reads the orders from the oldest kept, the missed one included.
@@ -26,7 +28,9 @@ use jobhost::job::Operator;
 use uuid::Uuid;
 
 use crate::support;
-use crate::support::cli::{Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, stdout_of};
+use crate::support::cli::{
+    Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, stdout_of, write_grants,
+};
 use crate::support::faults::ledger::{Ledger, LedgerQueues, fresh_ids, publish_all};
 use crate::support::{
     PATIENCE, Vhost, backend, close_connections_named, publish_plainly, raw_channel_at, ready,
@@ -46,6 +50,23 @@ fn start(fixture: &str, url: &str) -> Host {
     command
         .args(["run", "--amqp", url, "--plugins"])
         .arg(dir.path());
+    tokio::task::block_in_place(|| Host::spawn(command, dir, STARTUP))
+}
+
+/// [`start`], its grants file `config`.
+fn start_configured(fixture: &str, url: &str, config: &std::path::Path) -> Host {
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    std::fs::copy(
+        jobhost_fixtures::wasm(fixture),
+        dir.path().join(format!("{fixture}.wasm")),
+    )
+    .expect("the fixture copies into the plugin directory");
+    let mut command = jobhost();
+    command
+        .args(["run", "--amqp", url, "--plugins"])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(config);
     tokio::task::block_in_place(|| Host::spawn(command, dir, STARTUP))
 }
 
@@ -194,6 +215,99 @@ async fn a_pause_survives_a_restart_of_every_host_and_a_held_job_cancelled_never
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(line.contains("attempt=1"), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_paused_in_the_grants_file_is_consumed_by_no_host_until_the_file_lets_it_go() {
+    if backend(&unique("control-probe")).await.is_none() {
+        return;
+    }
+    let queues = LedgerQueues::classic();
+    let (work_queue, done_queue) = (queues.work, queues.done);
+    let publisher = Arc::new(queues.backend(&unique("file-pause-publisher")).await);
+    let mut ledger = Ledger::open_on(queues.clone()).await;
+    let config = tempfile::tempdir().expect("a directory for the grants file");
+    let grants_file = config.path().join("jobhost.toml");
+    write_grants(
+        &grants_file,
+        &format!("[queues.\"{work_queue}\"]\npaused = true\n"),
+    );
+    let hosts = [
+        start_configured("ledger", &queues.url, &grants_file),
+        start_configured("ledger", &queues.url, &grants_file),
+    ];
+    for host in &hosts {
+        logs(
+            host,
+            STARTUP,
+            &["queue paused by the grants file", work_queue],
+        );
+        consuming(host, done_queue, 0);
+    }
+    let ids = fresh_ids(10);
+    publish_all(
+        &publisher,
+        ids.iter().map(|&id| queues.work(id, 0)).collect(),
+    )
+    .await;
+    // An operator's pause and resume do not undo the file: each host says so after the
+    // resume and goes on not consuming.
+    cli(
+        &hosts[0],
+        &["queue", "pause", work_queue, "--by", "alice@ops"],
+    );
+    for host in &hosts {
+        logs(
+            host,
+            PROCESSING,
+            &["queue paused by an operator", work_queue],
+        );
+    }
+    cli(
+        &hosts[0],
+        &["queue", "resume", work_queue, "--by", "alice@ops"],
+    );
+    for host in &hosts {
+        logs(
+            host,
+            PROCESSING,
+            &[
+                "resumed by an operator, but the grants file pauses it",
+                work_queue,
+            ],
+        );
+    }
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(2) {
+        ledger.drain().await;
+        assert_eq!(
+            ledger.completed(&ids),
+            0,
+            "no job runs while the file pauses the queue"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let channel = queues.raw_channel().await;
+    assert_eq!(
+        ready(&channel, work_queue).await,
+        10,
+        "the jobs keep their place"
+    );
+    // The operator lets go in the file; each host reloads it and consumes again.
+    write_grants(
+        &grants_file,
+        &format!("[queues.\"{work_queue}\"]\npaused = false\n"),
+    );
+    ledger
+        .wait_for_all(&ids, Duration::from_secs(60), "after the file lets go")
+        .await;
+    for host in &hosts {
+        logs(
+            host,
+            PROCESSING,
+            &["queue no longer paused by the grants file", work_queue],
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
