@@ -40,6 +40,11 @@ use crate::support::{
 /// `jobhost run --amqp URL` on a plugin directory holding `fixture`, once its admin API
 /// listens.
 fn start(fixture: &str, url: &str) -> Host {
+    start_configured(fixture, url, None)
+}
+
+/// [`start`], with the grants file `config` when there is one.
+fn start_configured(fixture: &str, url: &str, config: Option<&std::path::Path>) -> Host {
     let dir = tempfile::tempdir().expect("a temp plugin directory");
     std::fs::copy(
         jobhost_fixtures::wasm(fixture),
@@ -50,24 +55,20 @@ fn start(fixture: &str, url: &str) -> Host {
     command
         .args(["run", "--amqp", url, "--plugins"])
         .arg(dir.path());
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
     tokio::task::block_in_place(|| Host::spawn(command, dir, STARTUP))
 }
 
-/// [`start`], its grants file `config`.
-fn start_configured(fixture: &str, url: &str, config: &std::path::Path) -> Host {
-    let dir = tempfile::tempdir().expect("a temp plugin directory");
-    std::fs::copy(
-        jobhost_fixtures::wasm(fixture),
-        dir.path().join(format!("{fixture}.wasm")),
-    )
-    .expect("the fixture copies into the plugin directory");
-    let mut command = jobhost();
-    command
-        .args(["run", "--amqp", url, "--plugins"])
-        .arg(dir.path())
-        .arg("--config")
-        .arg(config);
-    tokio::task::block_in_place(|| Host::spawn(command, dir, STARTUP))
+/// What must not happen, watched for `span`: no job of `ids` completes in `ledger`.
+async fn none_completes(ledger: &mut Ledger, ids: &[u64], span: Duration, while_: &str) {
+    let watched = Instant::now();
+    while watched.elapsed() < span {
+        ledger.drain().await;
+        assert_eq!(ledger.completed(ids), 0, "no job runs while {while_}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Two hosts of `fixture` on the broker at `url`, once each consumes `queue`.
@@ -143,18 +144,9 @@ async fn a_pause_survives_a_restart_of_every_host_and_a_held_job_cancelled_never
         logs(host, STARTUP, &["queue paused by an operator", work_queue]);
         consuming(host, done_queue, 0);
     }
-    // What must not happen is watched for a while: a few seconds in which two hosts idle
-    // next to 20 ready jobs.
-    let watched = Instant::now();
-    while watched.elapsed() < Duration::from_secs(3) {
-        ledger.drain().await;
-        assert_eq!(
-            ledger.completed(&ids),
-            0,
-            "no job runs while the queue is paused"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    // A few seconds in which two hosts idle next to 20 ready jobs.
+    let paused = "the queue is paused";
+    none_completes(&mut ledger, &ids, Duration::from_secs(3), paused).await;
     let channel = queues.raw_channel().await;
     assert_eq!(
         ready(&channel, work_queue).await,
@@ -233,8 +225,8 @@ async fn a_queue_paused_in_the_grants_file_is_consumed_by_no_host_until_the_file
         &format!("[queues.\"{work_queue}\"]\npaused = true\n"),
     );
     let hosts = [
-        start_configured("ledger", &queues.url, &grants_file),
-        start_configured("ledger", &queues.url, &grants_file),
+        start_configured("ledger", &queues.url, Some(&grants_file)),
+        start_configured("ledger", &queues.url, Some(&grants_file)),
     ];
     for host in &hosts {
         logs(
@@ -277,16 +269,8 @@ async fn a_queue_paused_in_the_grants_file_is_consumed_by_no_host_until_the_file
             ],
         );
     }
-    let watched = Instant::now();
-    while watched.elapsed() < Duration::from_secs(2) {
-        ledger.drain().await;
-        assert_eq!(
-            ledger.completed(&ids),
-            0,
-            "no job runs while the file pauses the queue"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let paused = "the file pauses the queue";
+    none_completes(&mut ledger, &ids, Duration::from_secs(2), paused).await;
     let channel = queues.raw_channel().await;
     assert_eq!(
         ready(&channel, work_queue).await,
