@@ -3,8 +3,8 @@
 //! and prefetch (the broker's limit), and by a `queuey` 1.x worker with a native no-op.
 //!
 //! Each contender drains at prefetch 16, both crates' default, where every one of them
-//! waits on the broker, and at prefetch 200, where the consumer's own cost shows (issue
-//! 13). Besides the drain rate, each drain records the process's CPU time per job: the
+//! waits on the broker, and at prefetch 200, where the consumer's own cost shows
+//! (BENCHMARKS.md, "Method"). Besides the drain rate, each drain records the process's CPU time per job: the
 //! contenders run one at a time in this process and the queue is filled before the clock
 //! starts, so that is what the consumer costs.
 

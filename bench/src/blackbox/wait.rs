@@ -1,4 +1,4 @@
-//! Jobs that wait (issue 37), black-box: `jobhost run` keeping 1,000 and 10,000 I/O-bound
+//! Jobs that wait (BENCHMARKS.md, "Jobs that wait: I/O-bound jobs in flight"), black-box: `jobhost run` keeping 1,000 and 10,000 I/O-bound
 //! jobs in flight against a local server that answers after a fixed latency.
 //!
 //! # Per level of jobs in flight (`JOBHOST_BENCH_WAIT_INFLIGHT`, default `1000,10000`)
