@@ -16,7 +16,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use jobhost::broker::paused_marker_name;
+use jobhost::broker::{Permits, history_queue_name, paused_marker_name};
+use jobhost::worker::WorkerConfig;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -76,6 +77,10 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
     }
     let _cleanup = fixture_queues(&[EMAILS, VERSIONED]).await;
     let _mark = Cleanup::new(&[&paused_marker_name(VERSIONED)]);
+    // The permit queue of the grants file's cap below and its schedule's history.
+    let held_at_most = WorkerConfig::default().broker_consumer_timeout;
+    let permits = Permits::for_queue(EMAILS, 8, held_at_most);
+    let _limits = Cleanup::new(&[&permits.name, &history_queue_name("nightly")]);
     let Some(producer) = backend(&unique("dashboard")).await else {
         return;
     };
