@@ -72,6 +72,10 @@ impl Backend for AmqprsBackend {
         })
     }
 
+    async fn hold_tokens(&self, tokens: &Tokens, _delay: Duration) -> Result<(), BrokerError> {
+        self.take_token(tokens).await.map(drop)
+    }
+
     async fn take_permit(&self, permits: &Permits) -> Result<Option<()>, BrokerError> {
         Err(BrokerError::Refused {
             queue: permits.name.clone(),

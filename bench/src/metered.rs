@@ -120,6 +120,10 @@ impl<B: Backend> Backend for Metered<B> {
         self.inner.take_token(tokens).await
     }
 
+    async fn hold_tokens(&self, tokens: &Tokens, delay: Duration) -> Result<(), BrokerError> {
+        self.inner.hold_tokens(tokens, delay).await
+    }
+
     async fn take_permit(&self, permits: &Permits) -> Result<Option<B::Lease>, BrokerError> {
         self.inner.take_permit(permits).await
     }

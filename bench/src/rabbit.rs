@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use jobhost::broker::{Backend, RabbitMqBackend};
+use jobhost::envelope::Envelope;
 use jobhost::plugin::{EngineConfig, Plugin};
 use jobhost::worker::{Plugins, Unit, WorkerConfig};
 use jobhost_sdk::QueueConfig;
@@ -259,20 +260,21 @@ pub(crate) async fn through_host(
     queue: &str,
     jobs: usize,
 ) -> anyhow::Result<Drained> {
-    through_host_with(backend, unit, queue, jobs, WorkerConfig::default()).await
+    let envelopes = (0..jobs).map(|_| noop_envelope(queue)).collect();
+    through_host_with(backend, unit, envelopes, WorkerConfig::default()).await
 }
 
-/// [`through_host`], the worker run with `config`.
+/// Fill the queues `envelopes` name with them, then drain them with a worker serving
+/// `unit`, run with `config`.
 pub(crate) async fn through_host_with(
     backend: &Arc<RabbitMqBackend>,
     unit: Unit,
-    queue: &str,
-    jobs: usize,
+    envelopes: Vec<Envelope>,
     config: WorkerConfig,
 ) -> anyhow::Result<Drained> {
     let plugins = Plugins::new();
     plugins.install(unit)?;
-    let envelopes = (0..jobs).map(|_| noop_envelope(queue));
+    let jobs = envelopes.len();
     let running = DrainingWorker::start(backend, plugins, envelopes, config).await?;
     let drained = running.meter.wait_for_acks(jobs as u64, DEADLINE).await;
     let spent = running.started.read()?;

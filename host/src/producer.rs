@@ -153,11 +153,6 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
 /// longer than a hold queue can hold is refused before anything is sent. The one way jobs
 /// enter the broker from outside a handler: typed producers, the admin API, the CLI.
 /// Returns the hold delay used.
-///
-/// A unique job takes its lock first, and a duplicate is refused before anything is
-/// published. When the job's own publish then fails, the lock is let go of again, so a job
-/// that was never enqueued does not keep its key for `for` (should the broker have taken
-/// the job all the same, its confirm lost, that job runs without its lock).
 pub(crate) async fn publish_first_attempt<B: Backend>(
     backend: &B,
     envelope: &Envelope,
@@ -165,6 +160,21 @@ pub(crate) async fn publish_first_attempt<B: Backend>(
     granularity: Granularity,
 ) -> Result<Option<HoldDelay>, BrokerError> {
     let delay = delay.map(|delay| granularity.round(delay)).transpose()?;
+    publish_new(backend, envelope, delay).await.map(|()| delay)
+}
+
+/// Publish a new job's envelope, now or after `delay`: what [`publish_first_attempt`] does
+/// once the delay is rounded, and how a handler's follow-ups are published.
+///
+/// A unique job takes its lock first, and a duplicate is refused before anything is
+/// published. When the job's own publish then fails, the lock is let go of again, so a job
+/// that was never enqueued does not keep its key for `for` (should the broker have taken
+/// the job all the same, its confirm lost, that job runs without its lock).
+pub(crate) async fn publish_new<B: Backend>(
+    backend: &B,
+    envelope: &Envelope,
+    delay: Option<HoldDelay>,
+) -> Result<(), BrokerError> {
     let lock = envelope.unique_lock.as_deref().and_then(UniqueLock::parse);
     if let Some(lock) = &lock
         && let Taken::HeldBy(existing) = backend.take_unique(lock, envelope.job_id).await?
@@ -181,7 +191,7 @@ pub(crate) async fn publish_first_attempt<B: Backend>(
     {
         tracing::warn!(%error, lock = lock.name(), "a job that was not enqueued keeps its unique key until its `for` ends");
     }
-    published.map(|()| delay)
+    published
 }
 
 /// How a job is enqueued. Built from [`EnqueueOptions::new`], whose defaults are: delivered
@@ -248,6 +258,15 @@ impl EnqueueOptions {
         }
     }
 
+    /// The lock a job of `job_type` enqueued with these options takes, if it is unique; a
+    /// unique key or `for` out of range is refused.
+    pub(crate) fn unique_lock(&self, job_type: &str) -> Result<Option<UniqueLock>, BrokerError> {
+        self.unique
+            .as_ref()
+            .map(|(key, for_)| UniqueLock::new(job_type, key, *for_))
+            .transpose()
+    }
+
     /// Join the caller's trace: `trace`'s `traceparent` is the new job's parent.
     pub fn trace(self, trace: TraceContext) -> Self {
         Self {
@@ -275,10 +294,7 @@ impl EnqueueOptions {
         queue: impl Into<String>,
         payload: Box<RawValue>,
     ) -> Result<(Envelope, Option<Duration>), BrokerError> {
-        let lock = self
-            .unique
-            .map(|(key, for_)| UniqueLock::new(job_type, &key, for_))
-            .transpose()?;
+        let lock = self.unique_lock(job_type)?;
         let fresh = Envelope::new(job_type, queue, payload);
         let envelope = Envelope {
             job_id: self.job_id.unwrap_or(fresh.job_id),

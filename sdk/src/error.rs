@@ -9,8 +9,9 @@ use crate::MAX_DELAY;
 /// The failure a handler returns; the host turns it into a retry, a deferral or a dead
 /// letter (see docs/plugin-authors.md, "Retries and backoff").
 ///
-/// Build it with [`JobError::retryable`], [`JobError::fatal`], [`JobError::deferred`] or
-/// [`JobError::deferred_because`], or from another error with [`JobResultExt`].
+/// Build it with [`JobError::retryable`], [`JobError::fatal`], [`JobError::deferred`],
+/// [`JobError::deferred_because`] or [`JobError::retry_after`], or from another error with
+/// [`JobResultExt`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JobError {
@@ -28,6 +29,10 @@ pub enum JobError {
         delay: Duration,
         /// Why the job was deferred, for logs.
         reason: String,
+        /// Whether `delay` is what a called service asked for (an HTTP `Retry-After`)
+        /// rather than the handler's own choice: a job type whose key rate limit says
+        /// `respect_retry_after` then holds the key's other jobs back as long, fleet-wide.
+        retry_after: bool,
     },
 }
 
@@ -60,14 +65,35 @@ impl JobError {
                 "the deferral of {delay:?} exceeds the longest hold of {MAX_DELAY:?} ({reason})"
             ));
         }
-        Self::Deferred { delay, reason }
+        Self::Deferred {
+            delay,
+            reason,
+            retry_after: false,
+        }
+    }
+
+    /// Run the job again after `delay` because the service it called said to come back
+    /// then (an HTTP `Retry-After`; [`http`](crate::http)'s `job_result` says so itself).
+    /// As [`JobError::deferred_because`], and a job type whose key rate limit says
+    /// `respect_retry_after` also holds its key's other jobs back for `delay`.
+    pub fn retry_after(delay: Duration, msg: impl Into<String>) -> Self {
+        match Self::deferred_because(delay, msg) {
+            Self::Deferred { delay, reason, .. } => Self::Deferred {
+                delay,
+                reason,
+                retry_after: true,
+            },
+            too_long => too_long,
+        }
     }
 
     /// `self`, with a `Deferred` built by hand above [`MAX_DELAY`] made fatal as
     /// [`JobError::deferred_because`] does: what the host receives.
     pub(crate) fn checked(self) -> Self {
         match self {
-            Self::Deferred { delay, reason } => Self::deferred_because(delay, reason),
+            Self::Deferred { delay, reason, .. } if delay > MAX_DELAY => {
+                Self::deferred_because(delay, reason)
+            }
             other => other,
         }
     }
@@ -84,7 +110,9 @@ impl fmt::Display for JobError {
         match self {
             Self::Retryable(msg) => write!(f, "job failed (retryable): {msg}"),
             Self::Fatal(msg) => write!(f, "job failed (fatal): {msg}"),
-            Self::Deferred { delay, reason } => write!(f, "job deferred for {delay:?}: {reason}"),
+            Self::Deferred { delay, reason, .. } => {
+                write!(f, "job deferred for {delay:?}: {reason}")
+            }
         }
     }
 }
@@ -157,8 +185,28 @@ mod tests {
             JobError::deferred(MAX_DELAY),
             JobError::Deferred {
                 delay: MAX_DELAY,
-                reason: "no reason given".to_owned()
+                reason: "no reason given".to_owned(),
+                retry_after: false,
             }
+        );
+    }
+
+    #[test]
+    fn a_deferral_a_service_asked_for_says_so_and_is_bounded_as_any_other() {
+        assert_eq!(
+            JobError::retry_after(Duration::from_secs(7), "429"),
+            JobError::Deferred {
+                delay: Duration::from_secs(7),
+                reason: "429".to_owned(),
+                retry_after: true,
+            }
+        );
+        assert!(
+            matches!(
+                JobError::retry_after(MAX_DELAY + Duration::from_millis(1), "429"),
+                JobError::Fatal(_)
+            ),
+            "too long to hold is fatal whoever asked"
         );
     }
 

@@ -77,6 +77,10 @@ pub struct KeyRate {
     pub key: String,
     /// The limit of each key.
     pub rate: Rate,
+    /// Whether a job of a key deferred by a service's `Retry-After`
+    /// ([`JobError::retry_after`](crate::JobError::retry_after)) holds the key's other jobs
+    /// back as long, fleet-wide, so they wait instead of each hitting the wall.
+    pub respect_retry_after: bool,
 }
 
 /// A rate limit: `count` jobs per `unit`, at most `burst` at once after a quiet spell.

@@ -113,7 +113,7 @@ fn a_job_timeout_is_its_own_and_absent_by_default() {
     queue = AppQueues::Images,
     name = "limited",
     concurrency(key = "customer_id", limit = 2),
-    rate(key = "customer_id", limit = "10/m")
+    rate(key = "customer_id", limit = "10/m", respect_retry_after)
 )]
 struct Limited {
     customer_id: String,
@@ -136,6 +136,13 @@ fn a_job_declares_a_cap_and_a_rate_per_key_of_its_payload() {
         burst: 10,
     };
     let key = "customer_id".to_owned();
-    assert_eq!(limits.rate, Some(KeyRate { key, rate }));
+    assert_eq!(
+        limits.rate,
+        Some(KeyRate {
+            key,
+            rate,
+            respect_retry_after: true
+        })
+    );
     assert_eq!(ResizeImage::limits(), Default::default(), "none by default");
 }

@@ -239,6 +239,10 @@ pub struct RateView {
     pub burst: u32,
     /// The payload field whose value is the key, for a per-key limit.
     pub key: Option<String>,
+    /// Whether a job deferred for a called service's `Retry-After` holds its key's other
+    /// jobs back as long (a per-key limit's `respect_retry_after`).
+    #[serde(default)]
+    pub respects_retry_after: bool,
     /// Where it is set: the grants file's section, e.g. `[queues."emails"] in jobhost.toml`.
     pub from: String,
 }
@@ -257,6 +261,7 @@ impl RateView {
                 limit: rate.shown(),
                 burst: rate.burst,
                 key: None,
+                respects_retry_after: false,
                 from: set_in(grants, source, format!("[queues.{queue:?}]"), plugin),
             })
     }
@@ -270,6 +275,7 @@ impl RateView {
                 limit: limit.rate.shown(),
                 burst: limit.rate.burst,
                 key: Some(limit.key.clone()),
+                respects_retry_after: limit.respect_retry_after,
                 from: set_in(
                     grants,
                     source,
@@ -279,10 +285,16 @@ impl RateView {
             })
     }
 
-    /// How a person reads it: `10/s, burst 5` or `10/s, burst 5, per customer_id`.
+    /// How a person reads it: `10/s, burst 5`, `10/s, burst 5, per customer_id`, or
+    /// `10/s, burst 5, per customer_id, respects Retry-After`.
     pub fn describe(&self) -> String {
+        let respects = if self.respects_retry_after {
+            ", respects Retry-After"
+        } else {
+            ""
+        };
         match &self.key {
-            Some(key) => format!("{}, burst {}, per {key}", self.limit, self.burst),
+            Some(key) => format!("{}, burst {}, per {key}{respects}", self.limit, self.burst),
             None => format!("{}, burst {}", self.limit, self.burst),
         }
     }

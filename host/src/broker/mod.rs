@@ -140,6 +140,16 @@ pub trait Backend: Send + Sync + 'static {
     fn take_token(&self, tokens: &Tokens)
     -> impl Future<Output = Result<bool, BrokerError>> + Send;
 
+    /// Give out no token of `tokens` for `delay` from now, fleet-wide, and none of those
+    /// saved up before: a called service said to come back then (`Retry-After`). After
+    /// `delay` the tokens come at the rate again, from none saved up (see
+    /// docs/flow-control.md, "Retry-After").
+    fn hold_tokens(
+        &self,
+        tokens: &Tokens,
+        delay: Duration,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
     /// How long a queue's jobs may keep a thread busy, on average, and still start inside
     /// its consume loop instead of a task of their own; `None` gives every job a task.
     /// It pays where one thread runs such jobs faster than a consumer receives them, so a
@@ -380,6 +390,14 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         tokens: &Tokens,
     ) -> impl Future<Output = Result<bool, BrokerError>> + Send {
         (**self).take_token(tokens)
+    }
+
+    fn hold_tokens(
+        &self,
+        tokens: &Tokens,
+        delay: Duration,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).hold_tokens(tokens, delay)
     }
 
     fn inline_limit(&self) -> Option<Duration> {

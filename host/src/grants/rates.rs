@@ -9,7 +9,7 @@
 //! rate = "50/s"                                          # also "10/m", "1000/h"
 //! burst = 50                                             # default: the rate's count
 //! [jobs."email.Send"]
-//! rate = { key = "customer_id", limit = "10/s", burst = 5 }
+//! rate = { key = "customer_id", limit = "10/s", burst = 5, respect_retry_after = true }
 //! ```
 //!
 //! # Contract
@@ -18,6 +18,8 @@
 //!   Anything else refuses the file with its line.
 //! - A key is read from the payload exactly as a cap's ([`key_of`](super::key_of)): a payload
 //!   without the field shares one bucket of its job type.
+//! - `respect_retry_after` (default `false`): a job of a key deferred for a called service's
+//!   `Retry-After` holds the key's tokens back as long (`worker::rates`).
 
 use std::collections::BTreeMap;
 
@@ -55,13 +57,16 @@ impl Rates {
     }
 }
 
-/// `rate = { key = "...", limit = "10/s", burst = 5 }` of a `[jobs.TYPE]` section.
+/// `rate = { key = "...", limit = "10/s", burst = 5, respect_retry_after = true }` of a
+/// `[jobs.TYPE]` section.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct KeyRateEntry {
     key: Spanned<String>,
     limit: Spanned<String>,
     burst: Option<Spanned<i64>>,
+    #[serde(default)]
+    respect_retry_after: bool,
 }
 
 /// Check the rate limits of the `[queues]` and `[jobs]` sections of a grants file.
@@ -95,7 +100,15 @@ pub(super) fn parse(
         let entry = entry.get_ref();
         let key = caps::key_name(lines, &entry.key, "rate", &name)?;
         let rate = parse_rate(lines, &entry.limit, entry.burst.as_ref(), &name)?;
-        rates.jobs.insert(name, KeyRate { key, rate });
+        let respect_retry_after = entry.respect_retry_after;
+        rates.jobs.insert(
+            name,
+            KeyRate {
+                key,
+                rate,
+                respect_retry_after,
+            },
+        );
     }
     Ok(rates)
 }
@@ -139,6 +152,7 @@ mod tests {
         let both = rates(
             "[queues.\"emails\"]\nconcurrency = 4\nrate = \"50/s\"\nburst = 20\n\
              [jobs.\"email.Send\"]\nrate = { key = \"customer_id\", limit = \"10/m\" }\n\
+             [jobs.\"api.Call\"]\nrate = { key = \"k\", limit = \"1/s\", respect_retry_after = true }\n\
              [queues.\"other\"]\nrate = \"1000/h\"\n",
         )
         .expect("valid");
@@ -150,6 +164,9 @@ mod tests {
         let send = both.job("email.Send").expect("a key rate");
         assert_eq!(send.key, "customer_id");
         assert_eq!((send.rate.shown(), send.rate.burst), ("10/m".into(), 10));
+        assert!(!send.respect_retry_after, "not unless the file says so");
+        let call = both.job("api.Call").expect("a key rate");
+        assert!(call.respect_retry_after);
         assert_eq!(both.queue("nowhere"), None);
     }
 
@@ -216,6 +233,10 @@ mod tests {
             (
                 "[jobs.t]\nrate = { key = \"k\" }\n",
                 "line 2: missing field `limit`",
+            ),
+            (
+                "[jobs.t]\nrate = { key = \"k\", limit = \"1/s\", respect_retry_after = 1 }\n",
+                "line 2: invalid type",
             ),
         ] {
             let err = rates(text).expect_err(text);

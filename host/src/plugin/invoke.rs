@@ -117,10 +117,17 @@ fn handler_error(error: wit::JobError) -> Outcome {
     match error {
         wit::JobError::Retryable(message) => Outcome::Failed(JobError::retryable(bounded(message))),
         wit::JobError::Fatal(message) => Outcome::Failed(JobError::fatal(bounded(message))),
-        wit::JobError::Deferred(deferral) => Outcome::Failed(JobError::deferred_because(
-            Duration::from_millis(deferral.delay),
-            bounded(deferral.reason),
-        )),
+        wit::JobError::Deferred(deferral) => {
+            let (delay, reason) = (
+                Duration::from_millis(deferral.delay),
+                bounded(deferral.reason),
+            );
+            Outcome::Failed(if deferral.retry_after {
+                JobError::retry_after(delay, reason)
+            } else {
+                JobError::deferred_because(delay, reason)
+            })
+        }
         wit::JobError::Decode(message) => Outcome::Undecodable(bounded(message)),
     }
 }

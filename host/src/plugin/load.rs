@@ -45,7 +45,7 @@ use crate::job::Manifest;
 
 macro_rules! wit_version {
     () => {
-        "0.3.0"
+        "0.4.0"
     };
 }
 

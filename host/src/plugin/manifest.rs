@@ -111,6 +111,7 @@ fn job_limits(job: &wit::JobConfig) -> Result<JobLimits, ManifestError> {
             Some(KeyRate {
                 key: limit.key.clone(),
                 rate,
+                respect_retry_after: limit.respect_retry_after,
             })
         }
     };

@@ -46,6 +46,7 @@ fn declared_limits_are_kept_by_queue_and_job_type_and_none_is_not_kept() {
         rate: Some(wit::KeyRate {
             key: "customer_id".to_owned(),
             rate: rate(10, wit::RateUnit::Minute, 10),
+            respect_retry_after: true,
         }),
         ..job("j", "q")
     };
@@ -64,8 +65,11 @@ fn declared_limits_are_kept_by_queue_and_job_type_and_none_is_not_kept() {
         Some(2)
     );
     assert_eq!(
-        declared_job.rate.as_ref().map(|r| r.rate.shown()),
-        Some("10/m".to_owned())
+        declared_job
+            .rate
+            .as_ref()
+            .map(|r| (r.rate.shown(), r.respect_retry_after)),
+        Some(("10/m".to_owned(), true))
     );
     assert!(!parsed.limits.queues.contains_key("free"));
     let unique = wit::JobConfig {
@@ -109,6 +113,7 @@ fn declared_limits_out_of_the_sdks_bounds_are_refused_at_load() {
                 rate: Some(wit::KeyRate {
                     key: "k".to_owned(),
                     rate: rate(1, wit::RateUnit::Hour, 0),
+                    respect_retry_after: false,
                 }),
                 ..job("j", "q")
             },

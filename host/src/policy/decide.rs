@@ -45,6 +45,8 @@ pub enum Decision {
         delay: HoldDelay,
         /// Why the handler deferred it.
         reason: String,
+        /// Whether a called service asked for the wait (`Retry-After`).
+        retry_after: bool,
     },
     /// Dead-letter it.
     DeadLetter(DeadCause),
@@ -64,9 +66,17 @@ pub fn decide(
         Outcome::Failed(fatal @ JobError::Fatal(_)) => {
             return Decision::DeadLetter(DeadCause::Fatal(fatal.to_string()));
         }
-        Outcome::Failed(JobError::Deferred { delay, reason }) => {
+        Outcome::Failed(JobError::Deferred {
+            delay,
+            reason,
+            retry_after,
+        }) => {
             return match granularity.round(delay) {
-                Ok(delay) => Decision::Defer { delay, reason },
+                Ok(delay) => Decision::Defer {
+                    delay,
+                    reason,
+                    retry_after,
+                },
                 Err(too_long) => Decision::DeadLetter(DeadCause::DelayTooLong {
                     of: Delayed::Deferral,
                     too_long,
@@ -213,17 +223,23 @@ mod tests {
 
     #[test]
     fn a_deferral_never_consults_the_policy_and_rounds_up_its_delay() {
-        let deferred = Outcome::Failed(JobError::deferred_because(
-            Duration::from_millis(1500),
-            "429",
-        ));
-        // The last attempt of a one-attempt policy: a deferral still does not spend it.
-        match decide(&RetryPolicy::default(), 1, deferred, Granularity::default()) {
-            Decision::Defer { delay, reason } => {
-                assert_eq!(delay.get(), Duration::from_secs(2));
-                assert_eq!(reason, "429");
+        let by_handler = JobError::deferred_because(Duration::from_millis(1500), "429");
+        let by_service = JobError::retry_after(Duration::from_millis(1500), "429");
+        for (deferred, asked_by_service) in [(by_handler, false), (by_service, true)] {
+            // The last attempt of a one-attempt policy: a deferral still does not spend it.
+            let outcome = Outcome::Failed(deferred);
+            match decide(&RetryPolicy::default(), 1, outcome, Granularity::default()) {
+                Decision::Defer {
+                    delay,
+                    reason,
+                    retry_after,
+                } => {
+                    assert_eq!(delay.get(), Duration::from_secs(2));
+                    assert_eq!(reason, "429");
+                    assert_eq!(retry_after, asked_by_service, "who asked for the wait");
+                }
+                other => panic!("expected a deferral, got {other:?}"),
             }
-            other => panic!("expected a deferral, got {other:?}"),
         }
     }
 
@@ -233,6 +249,7 @@ mod tests {
         let deferred = Outcome::Failed(JobError::Deferred {
             delay: too_long,
             reason: "later".into(),
+            retry_after: false,
         });
         let decision = decide(&RetryPolicy::default(), 1, deferred, Granularity::default());
         let Decision::DeadLetter(cause) = decision else {

@@ -23,7 +23,9 @@
 //!    publishing follow-ups, retry or defer through a hold queue, or dead-letter with a
 //!    [`DeadCause`]), then settle it (see [`settle`](super::settle)). A retry or deferral
 //!    whose hold would end at or after the job's deadline is settled as expired at once,
-//!    instead of holding a job that can only expire in a hold queue.
+//!    instead of holding a job that can only expire in a hold queue. A deferral a called
+//!    service asked for (`Retry-After`) first holds its key's rate limit back as long,
+//!    where the job type's limit respects it ([`rates::hold_back`]).
 //!
 //! Expiry reads the host's wall clock, against a deadline the producer computed on its
 //! own: a producer clock ahead of the host's gives its jobs that much longer, one behind,
@@ -59,6 +61,7 @@ use tracing::{Instrument, Span, debug_span, field, info, warn};
 use super::Shared;
 use super::caps::{self, Admission};
 use super::observe::Observation;
+use super::rates;
 use super::registry::{Registry, Route};
 use super::settle::{DeliveryOf, Settlement, Settling};
 use super::unsettled::{MessageKey, Unsettled};
@@ -66,6 +69,7 @@ use crate::broker::{Backend, Delivery};
 use crate::envelope::Envelope;
 use crate::job::{DeadCause, Delayed, FollowUp, Invocation, Outcome, Start, now_ms, now_plus};
 use crate::policy::{Decision, DelayTooLong, HoldDelay, decide, effective_timeout};
+use crate::producer::EnqueueOptions;
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::{DeliveryTrace, JobTrace, TraceId};
 
@@ -207,7 +211,7 @@ async fn run<B: Backend>(
         Decision::Complete { follow_ups } => {
             match route_follow_ups(shared, &registry, envelope, trace, follow_ups) {
                 Ok(follow_ups) => return Settlement::Ack { follow_ups },
-                Err(Unroutable::NoHandler(failure)) => {
+                Err(Unroutable::Refused(failure)) => {
                     decide(policy, attempt, Outcome::Failed(failure), granularity)
                 }
                 Err(Unroutable::DelayTooLong(too_long)) => {
@@ -220,6 +224,14 @@ async fn run<B: Backend>(
         }
         decision => decision,
     };
+    if let Decision::Defer {
+        delay,
+        retry_after: true,
+        ..
+    } = &decision
+    {
+        rates::hold_back(shared, &route, envelope, delay.get()).await;
+    }
     settlement(&route, envelope, trace.job.trace_id, decision)
 }
 
@@ -278,7 +290,7 @@ fn settlement(
         Decision::Complete { .. } => Settlement::Ack {
             follow_ups: Vec::new(),
         },
-        Decision::Defer { delay, reason } => {
+        Decision::Defer { delay, reason, .. } => {
             if let Some(expired) = expires_while_held(envelope, delay, || Start::Deferral) {
                 return expired;
             }
@@ -338,10 +350,11 @@ fn expires_while_held(
 
 /// Why the follow-ups of a completed attempt cannot be published.
 enum Unroutable {
-    /// A follow-up names a job type nobody serves: the attempt fails retryably, because
+    /// A follow-up names a job type nobody serves, and the attempt fails retryably, because
     /// publishing it would only move the problem to a dead letter (and a plugin serving it
-    /// may be loaded by the next attempt).
-    NoHandler(JobError),
+    /// may be loaded by the next attempt); or its declared unique key is out of range, and
+    /// the attempt fails for good.
+    Refused(JobError),
     /// A follow-up's delay is longer than any hold queue holds: no attempt can do better.
     DelayTooLong(DelayTooLong),
 }
@@ -358,7 +371,7 @@ fn route_follow_ups<B: Backend>(
         .into_iter()
         .map(|follow_up| {
             let route = registry.route(&follow_up.job_type).ok_or_else(|| {
-                Unroutable::NoHandler(JobError::retryable(format!(
+                Unroutable::Refused(JobError::retryable(format!(
                     "follow-up job type `{}` has no handler",
                     bounded(&follow_up.job_type, NAME_MAX)
                 )))
@@ -376,6 +389,14 @@ fn route_follow_ups<B: Backend>(
             envelope.job_id = follow_up.job_id;
             envelope.correlation_id.clone_from(&parent.correlation_id);
             envelope.trace = Some(trace.follow_up());
+            // Unique as its job type declares, as an enqueue through the host would be.
+            let declared = route.job_limits.unique.as_ref();
+            let options = EnqueueOptions::new().unique_as_declared(declared, &envelope.payload);
+            let lock = options.unique_lock(&envelope.job_type).map_err(|error| {
+                let job_type = bounded(&envelope.job_type, NAME_MAX);
+                Unroutable::Refused(JobError::fatal(format!("follow-up `{job_type}`: {error}")))
+            })?;
+            envelope.unique_lock = lock.map(|lock| lock.name().to_owned());
             Ok((envelope, delay))
         })
         .collect()

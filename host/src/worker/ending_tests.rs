@@ -83,6 +83,7 @@ async fn a_deferral_longer_than_a_hold_queue_can_hold_is_dead_lettered_naming_th
             Outcome::Failed(JobError::Deferred {
                 delay: Duration::from_millis(3_000_000_000),
                 reason: "rate limited".into(),
+                retry_after: false,
             })
         })],
         WorkerConfig::default(),
@@ -203,6 +204,10 @@ impl Backend for Failing {
 
     async fn take_token(&self, tokens: &Tokens) -> Result<bool, BrokerError> {
         self.inner.take_token(tokens).await
+    }
+
+    async fn hold_tokens(&self, tokens: &Tokens, delay: Duration) -> Result<(), BrokerError> {
+        self.inner.hold_tokens(tokens, delay).await
     }
 
     async fn take_permit(&self, permits: &Permits) -> Result<Option<MemoryLease>, BrokerError> {

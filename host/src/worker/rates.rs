@@ -12,6 +12,13 @@
 //!   up to the retry granularity, so a limited key never blocks the other keys behind it.
 //! - A broker that fails to answer a take holds the job back the same way (logged at warn):
 //!   a limit is never skipped because its state could not be read.
+//! - A job deferred for a called service's `Retry-After`, whose job type's per-key limit
+//!   (the grants file's, or else the plugin's) says `respect_retry_after`, holds its key's
+//!   tokens back for its deferral: the key's other jobs find none until then, fleet-wide,
+//!   instead of each calling the service to hear the same answer. A hold the broker fails
+//!   to take is logged at warn; the job is deferred all the same.
+
+use std::time::Duration;
 
 use tracing::{debug, warn};
 
@@ -19,7 +26,7 @@ use super::Shared;
 use super::registry::Route;
 use crate::broker::{Backend, Tokens};
 use crate::envelope::Envelope;
-use crate::grants::{CapKey, Grants, key_of};
+use crate::grants::{CapKey, Grants, KeyRate, key_of};
 use crate::policy::HoldDelay;
 use crate::text::{REASON_MAX, bounded};
 
@@ -55,26 +62,60 @@ pub(super) async fn take<B: Backend>(
     None
 }
 
+/// Hold back the tokens of `envelope`'s key for `delay`, when its job type's per-key rate
+/// limit respects a service's `Retry-After`.
+pub(super) async fn hold_back<B: Backend>(
+    shared: &Shared<B>,
+    route: &Route,
+    envelope: &Envelope,
+    delay: Duration,
+) {
+    let grants = shared.config.caps.current();
+    let Some((limit, tokens)) = key_tokens(&grants, route, envelope) else {
+        return;
+    };
+    if !limit.respect_retry_after {
+        return;
+    }
+    match shared.backend.hold_tokens(&tokens, delay).await {
+        Ok(()) => {
+            debug!(queue = %route.queue.name, tokens = %tokens.name, hold = ?delay, "a service's Retry-After holds the key's tokens back");
+        }
+        Err(err) => {
+            let error = bounded(&err.to_string(), REASON_MAX).into_owned();
+            warn!(queue = %route.queue.name, tokens = %tokens.name, %error, "cannot hold a key's tokens back for a Retry-After; its other jobs take tokens at the rate");
+        }
+    }
+}
+
 /// The tokens a job of `route` with `envelope` needs, its key's first: the narrower limit
 /// refuses first, so a limited key does not spend its queue's tokens.
 fn tokens(grants: &Grants, route: &Route, envelope: &Envelope) -> Vec<Tokens> {
-    let job_type = &*route.job_type;
-    let key = grants
-        .job_rate(job_type, &route.job_limits)
-        .map(|(limit, _)| {
-            let key = match key_of(&limit.key, &envelope.payload) {
-                CapKey::Value(text) => Some(text),
-                CapKey::Missing => None,
-            };
-            Tokens::for_key(
-                job_type,
-                key.as_deref(),
-                limit.rate.interval(),
-                limit.rate.burst,
-            )
-        });
+    let key = key_tokens(grants, route, envelope).map(|(_, tokens)| tokens);
     let queue = grants
         .queue_rate(&route.queue.name, &route.queue_limits)
         .map(|(rate, _)| Tokens::for_queue(&route.queue.name, rate.interval(), rate.burst));
     key.into_iter().chain(queue).collect()
+}
+
+/// The per-key rate limit of `route`'s job type in force, if any, and the tokens of
+/// `envelope`'s key under it.
+fn key_tokens<'a>(
+    grants: &'a Grants,
+    route: &'a Route,
+    envelope: &Envelope,
+) -> Option<(&'a KeyRate, Tokens)> {
+    let job_type = &*route.job_type;
+    let (limit, _) = grants.job_rate(job_type, &route.job_limits)?;
+    let key = match key_of(&limit.key, &envelope.payload) {
+        CapKey::Value(text) => Some(text),
+        CapKey::Missing => None,
+    };
+    let tokens = Tokens::for_key(
+        job_type,
+        key.as_deref(),
+        limit.rate.interval(),
+        limit.rate.burst,
+    );
+    Some((limit, tokens))
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use jobhost_sdk::QueueConfig;
+use jobhost_sdk::{JobError, QueueConfig};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -27,6 +27,23 @@ impl Handler for Brief {
     }
 }
 
+/// As [`Brief`], but a job whose payload says `"busy": true` is answered, on its first
+/// delivery, as a service answers with `Retry-After: 5`.
+struct BusyOnce;
+
+impl Handler for BusyOnce {
+    fn invoke<'a>(&'a self, job: Invocation<'a>) -> BoxFuture<'a, Outcome> {
+        let busy = job.deferrals == 0
+            && serde_json::from_slice::<serde_json::Value>(job.payload)
+                .is_ok_and(|payload| payload["busy"] == true);
+        if busy {
+            let wait = JobError::retry_after(Duration::from_secs(5), "429, Retry-After 5s");
+            return Box::pin(async move { Outcome::Failed(wait) });
+        }
+        Brief.invoke(job)
+    }
+}
+
 fn grants(toml: &str) -> Grants {
     Grants::parse(Path::new("jobhost.toml"), toml).expect("valid grants")
 }
@@ -39,11 +56,16 @@ async fn limited(toml: &str) -> (Harness, Metrics) {
 
 /// [`limited`] by the grants file in force in `grants`.
 async fn limited_by(grants: SharedGrants) -> (Harness, Metrics) {
+    serving(grants, std::sync::Arc::new(Brief)).await
+}
+
+/// [`limited_by`] with `handler` serving `t`.
+async fn serving(grants: SharedGrants, handler: std::sync::Arc<dyn Handler>) -> (Harness, Metrics) {
     let unit = Unit::new(
         "n",
         "1",
         manifest("n", QueueConfig::new("q"), &["t"]),
-        std::sync::Arc::new(Brief),
+        handler,
     );
     let metrics = Metrics::new();
     let config = WorkerConfig {
@@ -188,4 +210,55 @@ async fn a_reloaded_grants_file_changes_the_rate_for_the_jobs_that_start_after_i
          prefetch of 16 takes them: {fast:?}"
     );
     h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_holds_back_its_keys_other_jobs_only_where_the_limit_respects_it() {
+    for respects in [true, false] {
+        let toml = format!(
+            "[jobs.t]\nrate = {{ key = \"customer\", limit = \"1/s\", burst = 1, \
+             respect_retry_after = {respects} }}\n"
+        );
+        let (h, _) = serving(
+            SharedGrants::new(grants(&toml)),
+            std::sync::Arc::new(BusyOnce),
+        )
+        .await;
+        let start = Instant::now();
+        // The busy job takes customer a's one token and is answered `Retry-After: 5`.
+        h.enqueue("t", json!({ "customer": "a", "busy": true }))
+            .await;
+        for i in 0..3 {
+            h.enqueue("t", json!({ "customer": "a", "i": i })).await;
+            h.enqueue("t", json!({ "customer": "b", "i": i })).await;
+        }
+        h.run_until_idle().await;
+        let (a, b) = (starts(&h, "a", start), starts(&h, "b", start));
+        assert_eq!(
+            (a.len(), b.len()),
+            (5, 3),
+            "every job ran once, the busy one twice"
+        );
+        let others = &a[1..];
+        if respects {
+            assert!(
+                others.iter().all(|at| *at >= Duration::from_secs(5)),
+                "customer a's jobs wait out the Retry-After: {a:?}"
+            );
+            assert!(
+                a[4] >= Duration::from_secs(8),
+                "then one a second, from none saved up: {a:?}"
+            );
+        } else {
+            assert!(
+                others[0] < Duration::from_secs(5),
+                "without respect_retry_after customer a's next job takes the next token: {a:?}"
+            );
+        }
+        assert!(
+            b[2] < Duration::from_secs(3),
+            "customer b is not held: {b:?}"
+        );
+        h.shutdown().await;
+    }
 }

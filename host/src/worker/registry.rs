@@ -319,12 +319,13 @@ fn check_claims(others: &BTreeMap<String, Unit>, unit: &Unit) -> Result<(), Regi
             });
         }
         for queue in &unit.manifest.queues {
-            if other
-                .manifest
-                .queues
-                .iter()
-                .any(|q| q.name == queue.name && q != queue)
-            {
+            // The limits a plugin declares for a queue are part of its declaration: two
+            // plugins with different ones would each limit their own jobs of one queue.
+            let limits = |manifest: &Manifest| manifest.limits.queues.get(&queue.name).cloned();
+            if other.manifest.queues.iter().any(|q| {
+                q.name == queue.name
+                    && (q != queue || limits(&other.manifest) != limits(&unit.manifest))
+            }) {
                 return Err(RegistryError::QueueMismatch {
                     queue: queue.name.clone(),
                     new: unit.label(),

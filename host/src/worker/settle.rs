@@ -24,6 +24,8 @@ use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, Uni
 use crate::envelope::Envelope;
 use crate::job::{Cancellation, DeadCause, Expired, Settled, Throttle};
 use crate::policy::HoldDelay;
+use crate::producer::publish_new;
+use crate::telemetry::Event;
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
 use crate::trace::DeliveryTrace;
 
@@ -265,7 +267,20 @@ impl<'a, B: Backend> Settling<'a, B> {
         match settlement {
             Settlement::Ack { follow_ups } => {
                 for (envelope, delay) in follow_ups {
-                    backend.publish(envelope, *delay).await?;
+                    match publish_new(backend, envelope, *delay).await {
+                        Ok(()) => {}
+                        // Not the parent's failure: the job it asked for is queued already.
+                        Err(BrokerError::Duplicate { job_type, existing }) => {
+                            let holder =
+                                existing.map_or_else(|| "unknown".to_owned(), |id| id.to_string());
+                            info!(queue = %self.queue, job_id = %envelope.job_id, %job_type, %holder, "follow-up not enqueued: a job with its unique key is queued, held or running");
+                            let event = Event::DuplicateRefused {
+                                job_type: &job_type,
+                            };
+                            self.shared.config.telemetry.emit(&event);
+                        }
+                        Err(error) => return Err(error),
+                    }
                 }
                 Ok(())
             }

@@ -236,6 +236,19 @@ async fn a_conflicting_unit_is_refused_and_names_both_plugins() {
         .install(native_unit("c.wasm", manifest("c", other, &["other"]), ok))
         .expect_err("mismatch");
     assert!(matches!(err, RegistryError::QueueMismatch { .. }), "{err}");
+    let mut capped = manifest("d", QueueConfig::new("q"), &["capped"]);
+    let limits = jobhost_sdk::limits::QueueLimits {
+        concurrency: Some(4),
+        rate: None,
+    };
+    capped.limits.queues.insert("q".to_owned(), limits);
+    let err = h
+        .install(native_unit("d.wasm", capped, ok))
+        .expect_err("a queue declared with other limits");
+    assert_eq!(
+        err.to_string(),
+        "plugin `d` (d.wasm) declares queue `q` differently from plugin `a` (a.wasm)"
+    );
     h.shutdown().await;
 }
 

@@ -220,3 +220,56 @@ async fn an_expired_job_lets_go_of_its_key() {
         .expect("an expired job lets go of its key");
     h.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_follow_up_of_a_job_type_declared_unique_is_not_enqueued_while_its_key_is_held() {
+    use crate::job::FollowUp;
+    use jobhost_sdk::limits::{JobLimits, UniqueKey};
+    let follow_up = |key: &str| FollowUp {
+        job_id: Uuid::new_v4(),
+        job_type: "other".to_owned(),
+        payload: serde_json::value::to_raw_value(&json!({ "k": key })).expect("json"),
+        delay: Some(Duration::from_secs(60)),
+    };
+    let ran: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&ran);
+    let mut manifest = super::tests::manifest("n", retrying_twice(), &["job", "other"]);
+    let declared = JobLimits {
+        unique: Some(UniqueKey {
+            key: "k".to_owned(),
+            for_: TEN_MINUTES,
+        }),
+        ..JobLimits::default()
+    };
+    manifest.limits.jobs.insert("other".to_owned(), declared);
+    let unit = native_unit("n", manifest, move |job| {
+        let payload = std::str::from_utf8(job.payload).expect("JSON").to_owned();
+        seen.lock().expect("not poisoned").push(payload);
+        match job.job_type {
+            // Asks for key a twice and key b once: the second a is a duplicate.
+            "job" => Outcome::Completed {
+                follow_ups: vec![follow_up("a"), follow_up("a"), follow_up("b")],
+            },
+            _ => completed(),
+        }
+    });
+    let h = Harness::start([unit], WorkerConfig::default()).await;
+    h.enqueue("job", json!({ "parent": 1 })).await;
+    h.run_until_idle().await;
+    let ran = ran.lock().expect("not poisoned").clone();
+    assert_eq!(
+        ran,
+        [r#"{"parent":1}"#, r#"{"k":"a"}"#, r#"{"k":"b"}"#],
+        "the parent completed once and each key ran once"
+    );
+    assert!(h.backend.dead_letters("q").is_empty(), "nothing failed");
+    let payload = serde_json::value::to_raw_value(&json!({ "k": "a" })).expect("json");
+    let (envelope, _) = EnqueueOptions::new()
+        .unique("a", TEN_MINUTES)
+        .first_attempt("other", "q", payload)
+        .expect("in range");
+    publish_first_attempt(&h.backend, &envelope, None, Granularity::default())
+        .await
+        .expect("the follow-up that ran let go of its key");
+    h.shutdown().await;
+}

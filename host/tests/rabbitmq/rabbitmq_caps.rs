@@ -12,6 +12,10 @@
 //!   a token queue someone else made and filled with garbage; two `jobhost run` processes
 //!   that start a queue's jobs at its rate, measured from the ledger, and keep going when
 //!   the host that refills is SIGKILLed.
+//! - Limits the plugin declares (`probe.Limited`: 2 at once and 20/s per customer,
+//!   respecting `Retry-After`), with no grants file limit: two hosts never run more than 2
+//!   calls of a customer at once, and a `429` with `Retry-After` to one job holds the
+//!   customer's other jobs back on both hosts until then, while another customer's run.
 //!
 //! Each test runs in a virtual host of its own, deleted at the end with everything in it,
 //! so the broker is left as it was found and no other test's hosts take these jobs.
@@ -38,6 +42,7 @@ use crate::support::{
 /// The queue and job type of the `http-probe` fixture.
 const QUEUE: &str = "test.http_probe";
 const FETCH: &str = "probe.Fetch";
+const LIMITED: &str = "probe.Limited";
 
 /// How long the ledger holds a call: long enough that calls of different hosts overlap.
 const CALL: Duration = Duration::from_millis(300);
@@ -180,12 +185,16 @@ async fn squat(vhost: &Vhost, queue: &str, count: usize, garbage: &[u8]) -> lapi
 
 /// An HTTP server the jobs call: the ledger, apart from the hosts. `/work?key=K&i=N` answers
 /// after [`CALL`]; `/stall?key=K&i=N` does the same, unless stalling is on, when it never
-/// answers.
+/// answers; `/busy?key=K&i=N` answers `429` with `Retry-After: 2` to a key's first call,
+/// and `200` at once to the rest.
 #[derive(Default)]
 struct Ledger {
     calls: Mutex<Vec<Call>>,
     stalling: Mutex<bool>,
 }
+
+/// What `/busy` asks a key's first caller to wait.
+const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 struct Call {
@@ -201,6 +210,7 @@ impl Ledger {
         let app = Router::new()
             .route("/work", get(|s, q| call(s, q, "/work")))
             .route("/stall", get(|s, q| call(s, q, "/stall")))
+            .route("/busy", get(busy))
             .with_state(Arc::clone(&ledger));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -268,6 +278,30 @@ async fn call(
     }
     ledger.calls.lock().expect("the ledger")[index].ended = Some(Instant::now());
     "done"
+}
+
+async fn busy(
+    State(ledger): State<Arc<Ledger>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let key = query.get("key").cloned().unwrap_or_default();
+    let now = Instant::now();
+    let mut calls = ledger.calls.lock().expect("the ledger");
+    let first = !calls.iter().any(|c| c.path == "/busy" && c.key == key);
+    calls.push(Call {
+        path: "/busy",
+        key,
+        started: now,
+        ended: Some(now),
+    });
+    if first {
+        let wait = BUSY_RETRY_AFTER.as_secs().to_string();
+        let headers = [("retry-after", wait)];
+        (axum::http::StatusCode::TOO_MANY_REQUESTS, headers, "busy").into_response()
+    } else {
+        "done".into_response()
+    }
 }
 
 /// Where [`start_host`] wrote `host`'s grants file.
@@ -667,7 +701,13 @@ async fn two_hosts_start_jobs_at_their_rate_limit_and_keep_going_when_the_refill
     let from = format!("[jobs.\"{FETCH}\"] in jobhost.toml");
     assert_eq!(
         fetch_field(&b, "rate"),
-        json!({"limit": "10/s", "burst": 10, "key": "tenant", "from": from})
+        json!({
+            "limit": "10/s",
+            "burst": 10,
+            "key": "tenant",
+            "respects_retry_after": false,
+            "from": from
+        })
     );
     let table = tokio::task::block_in_place(|| stdout_of(&b.cli(&["plugins"])));
     assert!(
@@ -701,5 +741,145 @@ async fn two_hosts_start_jobs_at_their_rate_limit_and_keep_going_when_the_refill
         "the limit holds after the takeover: {ahead:.1} ahead of 10·t"
     );
     drop(b);
+    producer.close().await;
+}
+
+// Limits the plugin declares (docs/flow-control.md, "Declared by the plugin").
+
+/// Publish a `probe.Limited` job calling `path` for `customer`.
+async fn limited(backend: &RabbitMqBackend, origin: &str, path: &str, customer: &str, i: usize) {
+    let url = format!("{origin}{path}?key={customer}&i={i}");
+    let payload = json!({"url": url, "customer": customer});
+    let payload = RawValue::from_string(payload.to_string()).expect("JSON");
+    backend
+        .publish(&Envelope::new(LIMITED, QUEUE, payload), None)
+        .await
+        .expect("the job is published");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_keep_the_limits_a_plugin_declares_and_a_retry_after_holds_back_its_key() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new("caps");
+    let (ledger, origin) = Ledger::start().await;
+    // The grants file only lets the plugin reach the ledger: every limit is the plugin's.
+    let grants = format!("[plugins.http-probe]\nallowed_outbound_hosts = [\"{origin}\"]\n");
+    let producer = vhost.backend("declared-producer").await;
+    let patience = Duration::from_secs(60);
+    let a = start_host(&vhost, &grants);
+    let b = start_host(&vhost, &grants);
+
+    // The declared cap: 2 at once per customer, fleet-wide.
+    let phase = Instant::now();
+    for i in 0..8 {
+        limited(&producer, &origin, "/work", "d1", i).await;
+        limited(&producer, &origin, "/work", "d2", i).await;
+    }
+    until(patience, "the fleet to run the 16 jobs", || {
+        ledger.count("/work", true) == 16
+    })
+    .await;
+    let this_phase = |c: &Call| c.started > phase;
+    let (d1, d2, all) = (
+        ledger.most_at_once(Some("d1"), this_phase),
+        ledger.most_at_once(Some("d2"), this_phase),
+        ledger.most_at_once(None, this_phase),
+    );
+    eprintln!(
+        "declared cap of 2 per customer on two hosts: most at once d1 {d1}, d2 {d2}, both {all}"
+    );
+    assert!(
+        d1 <= 2 && d2 <= 2,
+        "no customer over its cap: d1 {d1}, d2 {d2}"
+    );
+    assert!(all > 2, "the customers run side by side: {all}");
+
+    // A 429 with Retry-After to one job of customer r1 holds r1's other jobs back on both
+    // hosts for as long; customer r2's jobs run meanwhile.
+    limited(&producer, &origin, "/busy", "r1", 0).await;
+    until(patience, "r1's first call", || {
+        ledger.count("/busy", true) == 1
+    })
+    .await;
+    let answered = ledger.calls()[ledger.calls().len() - 1].started;
+    let deferred = |host: &Host| {
+        host.log_lines()
+            .iter()
+            .any(|l| l.contains("job deferred") && l.contains("Retry-After"))
+    };
+    until(patience, "the 429 to defer r1's first job", || {
+        deferred(&a) || deferred(&b)
+    })
+    .await;
+    for i in 1..6 {
+        limited(&producer, &origin, "/busy", "r1", i).await;
+        limited(&producer, &origin, "/work", "r2", i).await;
+    }
+    // r1's calls: the 429, the deferred job's own call after it, and its five others.
+    until(patience, "r1's seven calls and r2's five", || {
+        let calls = ledger.calls();
+        let ended = |key: &str| {
+            calls
+                .iter()
+                .filter(|c| c.key == key && c.ended.is_some())
+                .count()
+        };
+        ended("r1") >= 7 && ended("r2") >= 5
+    })
+    .await;
+    let calls = ledger.calls();
+    let r1_later: Vec<Duration> = calls
+        .iter()
+        .filter(|c| c.key == "r1" && c.started > answered)
+        .map(|c| c.started - answered)
+        .collect();
+    let r2_last = calls
+        .iter()
+        .filter(|c| c.key == "r2")
+        .map(|c| c.started - answered)
+        .max()
+        .expect("r2's calls");
+    eprintln!(
+        "after a 429 with Retry-After 2s: r1's next calls {r1_later:?} after it, r2's five \
+         all started within {r2_last:?}"
+    );
+    // A token the leader published in the instant before the hold reached it may still be
+    // taken (docs/flow-control.md, "Retry-After"): at most one call inside the wait.
+    assert_eq!(r1_later.len(), 6, "each job of r1 called once more: {r1_later:?}");
+    let early = r1_later.iter().filter(|at| **at < BUSY_RETRY_AFTER).count();
+    assert!(
+        early <= 1,
+        "r1's jobs wait out the Retry-After instead of each calling: {r1_later:?}"
+    );
+    assert!(
+        r2_last < BUSY_RETRY_AFTER,
+        "another customer's jobs are not held: {r2_last:?}"
+    );
+
+    // Where the limits come from.
+    let from = "plugin http-probe";
+    let plugins = tokio::task::block_in_place(|| json_of(&a.cli(&["plugins", "--json"])));
+    let job = plugins[0]["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|job| job["name"] == LIMITED))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        job["concurrency"],
+        json!({"limit": 2, "key": "customer", "from": from})
+    );
+    assert_eq!(
+        job["rate"],
+        json!({
+            "limit": "20/s",
+            "burst": 2,
+            "key": "customer",
+            "respects_retry_after": true,
+            "from": from
+        })
+    );
+    drop((a, b));
     producer.close().await;
 }

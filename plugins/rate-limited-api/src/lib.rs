@@ -127,7 +127,7 @@ mod tests {
             Ok(Response::new(429).with_header("Retry-After", "3000000"))
         });
         assert!(
-            matches!(&run.result, Err(JobError::Deferred { delay, reason })
+            matches!(&run.result, Err(JobError::Deferred { delay, reason, retry_after: true })
                 if *delay == jobhost_sdk::MAX_DELAY && reason.contains("capped at the longest hold")),
             "{:?}",
             run.result

@@ -1,5 +1,6 @@
 //! The fleet-wide limits of `#[queue(...)]` (`concurrency`, `rate`, `burst`) and of
-//! `#[job(...)]` (`concurrency(key, limit)`, `rate(key, limit, burst)`), checked by the
+//! `#[job(...)]` (`concurrency(key, limit)`, `rate(key, limit, burst, respect_retry_after)`),
+//! checked by the
 //! SDK's own rules (`sdk/src/limits.rs`, compiled in), and their expansions.
 
 use std::time::Duration;
@@ -25,8 +26,17 @@ pub(crate) struct QueueLimits {
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct JobLimits {
     pub(crate) concurrency: Option<(String, u32)>,
-    pub(crate) rate: Option<(String, Rate)>,
+    pub(crate) rate: Option<KeyRate>,
     pub(crate) unique: Option<(String, Duration)>,
+}
+
+/// A job type's rate limit per key as written.
+#[derive(Debug, PartialEq)]
+pub(crate) struct KeyRate {
+    pub(crate) key: String,
+    pub(crate) rate: Rate,
+    /// `respect_retry_after`, written alone or as `= true`.
+    pub(crate) respect_retry_after: bool,
 }
 
 /// `concurrency = N`, `rate = "COUNT/UNIT"` and `burst = N` of a `#[queue(...)]`.
@@ -51,8 +61,8 @@ pub(crate) fn queue(args: &Args, errors: &mut Errors) -> Option<QueueLimits> {
     })
 }
 
-/// `concurrency(key = "..", limit = N)` and `rate(key = "..", limit = "..", burst = N)` of a
-/// `#[job(...)]`.
+/// `concurrency(key = "..", limit = N)` and `rate(key = "..", limit = "..", burst = N,
+/// respect_retry_after)` of a `#[job(...)]`.
 pub(crate) fn job(args: &Args, errors: &mut Errors) -> Option<JobLimits> {
     let concurrency = args.read_or("concurrency", None, errors, |meta, errors| {
         let list = attrs::nested(meta, errors)?;
@@ -64,11 +74,21 @@ pub(crate) fn job(args: &Args, errors: &mut Errors) -> Option<JobLimits> {
     });
     let rate = args.read_or("rate", None, errors, |meta, errors| {
         let list = attrs::nested(meta, errors)?;
-        let inner = Args::from_list(list, &["key", "limit", "burst"], errors);
+        let accepted = &["key", "limit", "burst", "respect_retry_after"];
+        let inner = Args::from_list(list, accepted, errors);
         let key = key(&inner, meta, "rate", errors);
         let rate = required(&inner, meta, "rate", "limit", errors)
             .and_then(|limit| rate_of(limit, inner.get("burst"), "`rate(limit)`", errors));
-        Some(Some((key?, rate?)))
+        let respect_retry_after = match inner.get("respect_retry_after") {
+            None => Some(false),
+            Some(Meta::Path(_)) => Some(true),
+            Some(written) => attrs::boolean(written, errors),
+        };
+        Some(Some(KeyRate {
+            key: key?,
+            rate: rate?,
+            respect_retry_after: respect_retry_after?,
+        }))
     });
     let unique = args.read_or("unique", None, errors, |meta, errors| {
         let list = attrs::nested(meta, errors)?;
@@ -158,11 +178,13 @@ pub(crate) fn emit_job(limits: &JobLimits) -> TokenStream {
             limit: #limit,
         })
     }));
-    let rate = option(limits.rate.as_ref().map(|(key, rate)| {
-        let rate = emit_rate(rate);
+    let rate = option(limits.rate.as_ref().map(|limit| {
+        let (key, respect_retry_after) = (&limit.key, limit.respect_retry_after);
+        let rate = emit_rate(&limit.rate);
         quote!(::jobhost_sdk::limits::KeyRate {
             key: ::std::string::String::from(#key),
             rate: #rate,
+            respect_retry_after: #respect_retry_after,
         })
     }));
     let unique = option(limits.unique.as_ref().map(|(key, for_)| {
@@ -250,11 +272,23 @@ mod tests {
         )]))
         .expect("valid");
         assert_eq!(limits.concurrency, Some(("customer_id".to_owned(), 2)));
-        let (key, rate) = limits.rate.expect("a rate");
+        let limit = limits.rate.expect("a rate");
         assert_eq!(
-            (key.as_str(), rate.count, rate.burst),
-            ("customer_id", 10, 10)
+            (
+                limit.key.as_str(),
+                limit.rate.count,
+                limit.rate.burst,
+                limit.respect_retry_after
+            ),
+            ("customer_id", 10, 10, false)
         );
+        for attr in [
+            parse_quote!(#[job(rate(key = "k", limit = "1/s", respect_retry_after))]),
+            parse_quote!(#[job(rate(key = "k", limit = "1/s", respect_retry_after = true))]),
+        ] {
+            let limit = job_of(attr).expect("valid").rate.expect("a rate");
+            assert!(limit.respect_retry_after, "{limit:?}");
+        }
         let unique = job_of(parse_quote!(#[job(unique(key = "order_id", for = "10m"))]))
             .expect("valid")
             .unique;
@@ -309,6 +343,10 @@ mod tests {
             (
                 parse_quote!(#[job(rate(key = "k", limit = "1/s", burst = 20000))]),
                 "`burst` is 20000",
+            ),
+            (
+                parse_quote!(#[job(rate(key = "k", limit = "1/s", respect_retry_after = 1))]),
+                "`respect_retry_after` expects `true` or `false`",
             ),
         ] {
             let errors = job_of(attr).expect_err(wanted);

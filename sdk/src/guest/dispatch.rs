@@ -55,9 +55,14 @@ fn job_error(error: JobError) -> types::JobError {
     match error.checked() {
         JobError::Retryable(msg) => types::JobError::Retryable(msg),
         JobError::Fatal(msg) => types::JobError::Fatal(msg),
-        JobError::Deferred { delay, reason } => types::JobError::Deferred(types::Deferral {
+        JobError::Deferred {
+            delay,
+            reason,
+            retry_after,
+        } => types::JobError::Deferred(types::Deferral {
             delay: millis(delay),
             reason,
+            retry_after,
         }),
     }
 }

@@ -29,6 +29,7 @@ pub fn job_config<Q: Queues, J: Job<Queues = Q>>() -> types::JobConfig {
         rate: limits.rate.map(|limit| types::KeyRate {
             key: limit.key,
             rate: rate_limit(limit.rate),
+            respect_retry_after: limit.respect_retry_after,
         }),
         unique: limits.unique.map(|unique| types::UniqueKey {
             key: unique.key,

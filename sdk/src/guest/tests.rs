@@ -189,7 +189,7 @@ fn handler_outcomes_map_to_the_wit_variants() {
     ));
     assert!(matches!(
         run(r#"{"kind": "deferred"}"#),
-        Err(types::JobError::Deferred(types::Deferral { delay: 1500, reason })) if reason == "rate limited"
+        Err(types::JobError::Deferred(types::Deferral { delay: 1500, reason, retry_after: false })) if reason == "rate limited"
     ));
 }
 

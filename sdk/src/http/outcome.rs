@@ -44,7 +44,7 @@ pub(super) fn job_result(response: &Response, now: SystemTime) -> Result<(), Job
 /// The deferral a server asked for, capped at the longest hold.
 fn deferral(asked: Duration, answered: &str) -> JobError {
     if asked > MAX_DELAY {
-        return JobError::deferred_because(
+        return JobError::retry_after(
             MAX_DELAY,
             format!(
                 "{answered}, Retry-After {}s, capped at the longest hold of {MAX_DELAY:?}",
@@ -52,7 +52,7 @@ fn deferral(asked: Duration, answered: &str) -> JobError {
             ),
         );
     }
-    JobError::deferred_because(asked, format!("{answered}, Retry-After {asked:?}"))
+    JobError::retry_after(asked, format!("{answered}, Retry-After {asked:?}"))
 }
 
 /// The wait a `Retry-After` value asks for at `now`: delta-seconds, or an HTTP date (a

@@ -179,6 +179,7 @@ fn a_deferral_built_by_hand_beyond_the_longest_hold_is_the_fatal_error_the_host_
             Err(JobError::Deferred {
                 delay: Duration::MAX,
                 reason: "forever".to_owned(),
+                retry_after: false,
             })
         },
         Task { delay_ms: None },

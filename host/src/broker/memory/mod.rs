@@ -282,6 +282,11 @@ impl Backend for MemoryBackend {
         Ok(self.tokens.take(tokens))
     }
 
+    async fn hold_tokens(&self, tokens: &Tokens, delay: Duration) -> Result<(), BrokerError> {
+        self.tokens.hold(tokens, delay);
+        Ok(())
+    }
+
     /// In memory a consumer receives deliveries as fast as any thread can run them, so
     /// every job gets a task and the runtime's threads run them side by side.
     fn inline_limit(&self) -> Option<Duration> {

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -42,12 +43,24 @@ impl TokenTable {
         full_at.insert(tokens.name.clone(), at + tokens.interval);
         true
     }
+
+    /// Give out no token of `tokens` for `delay`, none of those saved up either: the
+    /// bucket is full again only once a whole burst has come after `delay`, so the first
+    /// token is due when `delay` ends and the next ones at the rate.
+    pub(super) fn hold(&self, tokens: &Tokens, delay: Duration) {
+        let mut full_at = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let saved_up = tokens.interval * tokens.burst.saturating_sub(1);
+        let held = Instant::now() + delay + saved_up;
+        let at = full_at.entry(tokens.name.clone()).or_insert(held);
+        *at = (*at).max(held);
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     #[tokio::test(start_paused = true)]
@@ -64,5 +77,25 @@ mod tests {
         assert_eq!(taken(&table), 3, "never more than the burst saved up");
         let other = Tokens::for_queue("r", Duration::from_millis(200), 3);
         assert!(table.take(&other), "another scope has its own bucket");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_bucket_gives_nothing_until_the_hold_ends_then_one_token_per_interval() {
+        let table = TokenTable::default();
+        let tokens = Tokens::for_queue("q", Duration::from_millis(200), 3);
+        let taken = |table: &TokenTable| (0..10).filter(|_| table.take(&tokens)).count();
+        assert!(table.take(&tokens), "a full bucket gives");
+        table.hold(&tokens, Duration::from_secs(5));
+        assert_eq!(taken(&table), 0, "its saved-up tokens went with the hold");
+        tokio::time::advance(Duration::from_millis(4_999)).await;
+        assert_eq!(taken(&table), 0, "held until the hold ends");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(taken(&table), 1, "one token when it ends, not a burst");
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert_eq!(taken(&table), 1, "then one per interval");
+        table.hold(&tokens, Duration::from_secs(1));
+        table.hold(&tokens, Duration::from_millis(10));
+        tokio::time::advance(Duration::from_millis(999)).await;
+        assert_eq!(taken(&table), 0, "a shorter hold does not end a longer one");
     }
 }

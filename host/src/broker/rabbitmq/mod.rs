@@ -296,6 +296,13 @@ impl Backend for RabbitMqBackend {
             .await
     }
 
+    async fn hold_tokens(&self, tokens: &Tokens, delay: Duration) -> Result<(), BrokerError> {
+        self.refills.seen(tokens);
+        self.link
+            .run(|session| async move { tokens::hold(&session, tokens, delay).await })
+            .await
+    }
+
     fn inline_limit(&self) -> Option<Duration> {
         self.link.options.inline_limit
     }

@@ -24,6 +24,13 @@
 //! - A message of a token queue that is not one of its tokens (its `type` and body say so)
 //!   is dropped with a warning and never counts as a token; a take reads at most
 //!   `burst + 1` messages.
+//! - A hold (a service's `Retry-After`) purges the token queue and tells the leader, by a
+//!   message of its own in the leader queue, which the broker hands to the active
+//!   consumer only: the leader purges again (a token it published meanwhile goes too) and
+//!   publishes none until the hold ends, then one at once and the rest at the rate. The
+//!   hold's length is bounded by the longest hold a job can have; a hold message that no
+//!   leader takes within the leader queue's message TTL is dropped, and a leader that dies
+//!   during a hold takes it along: its successor refills at the rate (documented as such).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -33,6 +40,7 @@ use futures_util::{FutureExt, StreamExt};
 use lapin::BasicProperties;
 use lapin::options::{
     BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, QueueDeclareOptions,
+    QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use tokio::task::JoinHandle;
@@ -42,6 +50,7 @@ use super::link::Link;
 use super::permits::{bounded_queue, is_marked};
 use super::session::{Failure, Session};
 use crate::broker::{BrokerError, Tokens};
+use crate::job::MAX_HOLD_DELAY;
 
 /// The `type` property of a token message.
 const TOKEN_TYPE: &str = "jobhost.token";
@@ -60,6 +69,9 @@ const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 /// The `type` property of a ping.
 const PING_TYPE: &str = "jobhost.ping";
+
+/// The `type` property of a hold: its body is the hold's length in milliseconds.
+const HOLD_TYPE: &str = "jobhost.hold";
 
 /// How long a host refills a scope after its last take from it.
 const REFILL_IDLE: Duration = Duration::from_secs(60);
@@ -168,6 +180,50 @@ pub(super) async fn take(session: &Arc<Session>, tokens: &Tokens) -> Result<bool
     Ok(false)
 }
 
+/// Hold `tokens` back for `delay`: purge the tokens saved up and tell the scope's leader to
+/// publish none until `delay` has passed.
+pub(super) async fn hold(
+    session: &Arc<Session>,
+    tokens: &Tokens,
+    delay: Duration,
+) -> Result<(), Failure> {
+    let channel = session.channel().await.map_err(Failure::Lost)?;
+    let hold = BasicProperties::default().with_type(HOLD_TYPE.into());
+    let millis = delay.min(MAX_HOLD_DELAY).as_millis().to_string();
+    publish(&channel, &leader_of(tokens), millis.as_bytes(), &hold).await?;
+    match purge(&channel, tokens).await {
+        Ok(()) => {
+            let _ = channel.close(200, "held".into()).await;
+            Ok(())
+        }
+        // No token queue: no token saved up to purge (the broker closed the channel).
+        Err(error) if error.is_amqp_soft_error() => Ok(()),
+        Err(error) => Err(Failure::classify(&tokens.name, error)),
+    }
+}
+
+async fn purge(channel: &lapin::Channel, tokens: &Tokens) -> Result<(), lapin::Error> {
+    channel
+        .queue_purge(tokens.name.as_str().into(), QueuePurgeOptions::default())
+        .await
+        .map(drop)
+}
+
+/// The leader queue of `tokens`' scope.
+fn leader_of(tokens: &Tokens) -> String {
+    format!("{}.leader", tokens.name)
+}
+
+/// The length of a hold message: its body's milliseconds, at most the longest hold;
+/// `None` for a body that is no number.
+fn hold_length(body: &[u8]) -> Option<Duration> {
+    let text = std::str::from_utf8(body)
+        .ok()
+        .filter(|text| text.len() <= 20)?;
+    let millis = text.parse::<u64>().ok()?;
+    Some(Duration::from_millis(millis).min(MAX_HOLD_DELAY))
+}
+
 /// Declare `tokens`' queue (idempotent while its arguments are the same).
 async fn declare(session: &Session, tokens: &Tokens) -> Result<(), Failure> {
     let channel = session.channel().await.map_err(Failure::Lost)?;
@@ -216,7 +272,7 @@ async fn refill(link: Weak<Link>, tokens: Tokens, seen: Arc<Mutex<Instant>>) {
 /// publish the scope's tokens, until this host has not seen it for [`REFILL_IDLE`] (`Ok`);
 /// an error when the channel is gone.
 async fn lead(session: &Session, tokens: &Tokens, seen: &Mutex<Instant>) -> Result<(), Failure> {
-    let leader = format!("{}.leader", tokens.name);
+    let leader = leader_of(tokens);
     let (channel, mut pings) = join_leader_queue(session, &leader).await?;
     declare(session, tokens).await?;
     let token = BasicProperties::default().with_type(TOKEN_TYPE.into());
@@ -241,7 +297,18 @@ async fn lead(session: &Session, tokens: &Tokens, seen: &Mutex<Instant>) -> Resu
         }
         while let Some(delivery) = pings.next().now_or_never() {
             match delivery {
-                Some(Ok(_)) => heard = Some(now),
+                Some(Ok(message)) => {
+                    heard = Some(now);
+                    if is_hold(&message.properties)
+                        && let Some(length) = hold_length(&message.data)
+                    {
+                        bucket.hold(now + length);
+                        purge(&channel, tokens)
+                            .await
+                            .map_err(|error| Failure::classify(&tokens.name, error))?;
+                        tracing::debug!(queue = %tokens.name, hold = ?length, "holding a token queue back");
+                    }
+                }
                 Some(Err(error)) => return Err(Failure::Lost(error)),
                 None => {
                     return Err(Failure::Final(BrokerError::Refused {
@@ -256,6 +323,13 @@ async fn lead(session: &Session, tokens: &Tokens, seen: &Mutex<Instant>) -> Resu
             publish(&channel, &tokens.name, tokens.name.as_bytes(), &token).await?;
         }
     }
+}
+
+fn is_hold(properties: &BasicProperties) -> bool {
+    properties
+        .kind()
+        .as_ref()
+        .is_some_and(|kind| kind.as_str() == HOLD_TYPE)
 }
 
 /// A channel consuming `leader`, declared here if need be, and its consumer of pings.
@@ -293,6 +367,8 @@ struct Bucket {
     last: Instant,
     /// Nanoseconds owed and not yet a whole token.
     owed: u128,
+    /// Until when a hold (a service's `Retry-After`) keeps every token back.
+    held_until: Option<Instant>,
 }
 
 impl Bucket {
@@ -302,12 +378,27 @@ impl Bucket {
             burst: tokens.burst,
             last: now,
             owed: 0,
+            held_until: None,
         }
+    }
+
+    /// Owe nothing until `until` (or a later hold's end), then one token at once and the
+    /// rest at the rate.
+    fn hold(&mut self, until: Instant) {
+        self.held_until = Some(self.held_until.map_or(until, |held| held.max(until)));
     }
 
     /// The tokens to publish at `now`: none while this host does not lead, which starts
     /// the count over from when it takes the lead.
     fn due(&mut self, now: Instant, leading: bool) -> u32 {
+        if self.held_until.is_some_and(|until| now < until) {
+            (self.last, self.owed) = (now, 0);
+            return 0;
+        }
+        if let Some(until) = self.held_until.take() {
+            // The hold ended at `until`: one token is due then, the rest at the rate.
+            (self.last, self.owed) = (until, self.interval);
+        }
         let since = now.saturating_duration_since(self.last).as_nanos();
         self.last = now;
         if !leading {
@@ -379,6 +470,34 @@ mod tests {
         assert_eq!(bucket.due(start + Duration::from_secs(5), false), 0);
         assert_eq!(bucket.due(start + Duration::from_millis(5_050), true), 0);
         assert_eq!(bucket.due(start + Duration::from_millis(5_100), true), 1);
+    }
+
+    #[test]
+    fn a_held_leader_owes_nothing_until_the_hold_ends_then_one_token_and_the_rate() {
+        let start = Instant::now();
+        let mut bucket = bucket(10, 100, start);
+        bucket.hold(start + Duration::from_secs(2));
+        bucket.hold(start + Duration::from_secs(1));
+        assert_eq!(bucket.due(start + Duration::from_millis(1_950), true), 0);
+        assert_eq!(bucket.due(start + Duration::from_millis(2_050), true), 1);
+        assert_eq!(bucket.due(start + Duration::from_millis(2_100), true), 1);
+        assert_eq!(bucket.due(start + Duration::from_millis(2_400), true), 3);
+    }
+
+    #[test]
+    fn a_hold_message_is_a_bounded_number_of_milliseconds_or_nothing() {
+        assert_eq!(hold_length(b"1500"), Some(Duration::from_millis(1_500)));
+        assert_eq!(hold_length(b"18446744073709551615"), Some(MAX_HOLD_DELAY));
+        for body in [
+            &b""[..],
+            b"-1",
+            b"1.5",
+            b"\xff",
+            b"18446744073709551616",
+            &[b'1'; 64],
+        ] {
+            assert_eq!(hold_length(body), None, "{body:?}");
+        }
     }
 
     #[test]

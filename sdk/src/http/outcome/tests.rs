@@ -29,11 +29,12 @@ fn a_429_with_retry_after_in_seconds_defers_for_exactly_that_long() {
     let answer = response(429).with_header("Retry-After", "7");
     assert_eq!(
         result(&answer),
-        Err(JobError::deferred_because(
+        Err(JobError::retry_after(
             Duration::from_secs(7),
             "GET http://api.test/v1/orders answered 429 Too Many Requests, Retry-After 7s"
         )),
-        "the reason names the request without its query, which may hold a key"
+        "the reason names the request without its query, which may hold a key; the wait is \
+         marked as the service's"
     );
 }
 
@@ -58,7 +59,11 @@ fn a_retry_after_beyond_the_longest_hold_is_capped_and_the_reason_says_so() {
     for asked in ["3000000", "99999999999999999999999"] {
         let answer = response(429).with_header("retry-after", asked);
         match result(&answer) {
-            Err(JobError::Deferred { delay, reason }) => {
+            Err(JobError::Deferred {
+                delay,
+                reason,
+                retry_after: true,
+            }) => {
                 assert_eq!(delay, MAX_DELAY, "{asked}");
                 assert!(
                     reason.contains("capped at the longest hold of 2147483.647s"),

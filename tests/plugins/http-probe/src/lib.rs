@@ -13,6 +13,10 @@
 //!   sends the request through the SDK's client (`jobhost_sdk::http`) and ends as the SDK
 //!   makes it end: `?` on the send, then `job_result()`; a 2xx completes with one
 //!   `probe.Report` as above.
+//! - `probe.Limited` `{"url": "..", "customer": ".."}` sends a GET through the SDK's client
+//!   and ends as `job_result()` makes it end (a `429` with `Retry-After` defers for that
+//!   long, marked as the service's wait), under limits the plugin declares per
+//!   `customer`: 2 at once, 20 a second with a burst of 2, respecting `Retry-After`.
 //! - `probe.Config` `{"expect": {"key": "value", ..}}` reads each key and completes if
 //!   every value is as expected; otherwise it fails naming the keys that differ, never a
 //!   value, so a secret it reads appears in no reason or log.
@@ -71,6 +75,20 @@ struct SendRequest {
     body: String,
     #[serde(default)]
     follow_redirects: u32,
+}
+
+/// Calls `url` for `customer`, as a plugin calls an API that allows each customer two
+/// calls at once and 20 a second, and says when to come back.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    name = "probe.Limited",
+    queue = ProbeQueues::HttpProbe,
+    concurrency(key = "customer", limit = 2),
+    rate(key = "customer", limit = "20/s", burst = 2, respect_retry_after)
+)]
+struct Limited {
+    url: String,
+    customer: String,
 }
 
 /// Checks config values.
@@ -141,6 +159,12 @@ fn send_job(job: SendRequest, ctx: &JobContext) -> Result<(), JobError> {
     Ok(())
 }
 
+fn limited_job(job: Limited, _ctx: &JobContext) -> Result<(), JobError> {
+    http::request(http::Method::Get, job.url)
+        .send()?
+        .job_result()
+}
+
 fn config_job(job: Config, _ctx: &JobContext) -> Result<(), JobError> {
     let differ: Vec<&str> = job
         .expect
@@ -167,6 +191,7 @@ jobhost_sdk::plugin!(
     jobs = {
         Fetch => fetch_job,
         SendRequest => send_job,
+        Limited => limited_job,
         Config => config_job,
         Report => report_job,
     }

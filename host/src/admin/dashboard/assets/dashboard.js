@@ -232,7 +232,8 @@ function wireCancelForm() {
 function limitText(limit, what) {
   if (!limit) return null;
   const per = limit.key ? ` per ${limit.key}` : "";
-  const text = what === "rate" ? `${limit.limit} (burst ${limit.burst})${per}` : `≤ ${limit.limit} at once${per}`;
+  const respects = limit.respects_retry_after ? ", respects Retry-After" : "";
+  const text = what === "rate" ? `${limit.limit} (burst ${limit.burst})${per}${respects}` : `≤ ${limit.limit} at once${per}`;
   return el("span", { class: "limit", title: `set in ${limit.from}` }, text);
 }
 
