@@ -1,5 +1,6 @@
-//! `jobhost schedules`: each schedule of the running host's grants file, its next tick and
-//! its last firings (when, which host, which job), through the admin API.
+//! `jobhost schedules`: each schedule in force on the running host (its grants file's and
+//! its plugins'), who set it, its next tick and its last firings (when, which host, which
+//! job), through the admin API.
 
 use jobhost::admin::api::ScheduleView;
 use jobhost::job::Utc;
@@ -16,7 +17,7 @@ pub(super) async fn run(args: ClientArgs) -> anyhow::Result<()> {
     }
     if schedules.is_empty() {
         println!(
-            "no schedule: add a [schedules.\"NAME\"] section to the grants file (see docs/schedules.md)"
+            "no schedule: add a [schedules.\"NAME\"] section to the grants file, or declare one on a job type (see docs/schedules.md)"
         );
         return Ok(());
     }
@@ -27,6 +28,7 @@ pub(super) async fn run(args: ClientArgs) -> anyhow::Result<()> {
             &[
                 "Schedule",
                 "Job type",
+                "From",
                 "When",
                 "Missed",
                 "Next",
@@ -75,6 +77,7 @@ fn row(schedule: &ScheduleView) -> Vec<String> {
     vec![
         schedule.name.clone(),
         schedule.job_type.clone(),
+        schedule.from.clone(),
         when,
         schedule.missed.clone(),
         next,

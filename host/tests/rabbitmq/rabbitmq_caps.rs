@@ -847,7 +847,11 @@ async fn two_hosts_keep_the_limits_a_plugin_declares_and_a_retry_after_holds_bac
     );
     // A token the leader published in the instant before the hold reached it may still be
     // taken (docs/flow-control.md, "Retry-After"): at most one call inside the wait.
-    assert_eq!(r1_later.len(), 6, "each job of r1 called once more: {r1_later:?}");
+    assert_eq!(
+        r1_later.len(),
+        6,
+        "each job of r1 called once more: {r1_later:?}"
+    );
     let early = r1_later.iter().filter(|at| **at < BUSY_RETRY_AFTER).count();
     assert!(
         early <= 1,

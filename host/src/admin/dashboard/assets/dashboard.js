@@ -551,7 +551,8 @@ async function loadSchedules() {
 function renderSchedules(schedules, now) {
   const rows = schedules.map((s) => {
     const when = s.cron ? `${s.cron} (${s.tz || "UTC"})` : `every ${duration(s.every_ms)}`;
-    const name = el("td", {}, el("span", { class: "name" }, s.name));
+    const name = el("td", { title: `set in ${s.from}` }, el("span", { class: "name" }, s.name));
+    if (s.from.startsWith("plugin ")) name.append(" ", el("span", { class: "badge b-plain", title: `declared by ${s.from}` }, s.from));
     if (!s.enabled) name.append(" ", el("span", { class: "badge b-plain", title: "enabled = false: it does not fire" }, "disabled"));
     const next = s.next_ms === null || s.next_ms === undefined
       ? el("span", { class: "muted" }, "none")
