@@ -92,24 +92,8 @@ pub enum Source {
 /// job type unless the file has a schedule of that name.
 pub fn in_force(grants: &Grants, plugins: &Registry) -> Vec<InForce> {
     let mut schedules: BTreeMap<String, InForce> = BTreeMap::new();
-    for unit in plugins.units() {
-        for (name, schedule) in &unit.manifest().schedules {
-            let source = Source::Plugin(unit.name().to_owned());
-            let schedule = Arc::clone(schedule);
-            let name = name.clone();
-            schedules.insert(
-                name.clone(),
-                InForce {
-                    name,
-                    schedule,
-                    source,
-                },
-            );
-        }
-    }
-    for (name, schedule) in grants.schedules() {
+    let mut set = |name: &str, schedule: &Arc<Schedule>, source: Source| {
         let (name, schedule) = (name.to_owned(), Arc::clone(schedule));
-        let source = Source::File;
         schedules.insert(
             name.clone(),
             InForce {
@@ -118,6 +102,15 @@ pub fn in_force(grants: &Grants, plugins: &Registry) -> Vec<InForce> {
                 source,
             },
         );
+    };
+    for unit in plugins.units() {
+        for (name, schedule) in &unit.manifest().schedules {
+            set(name, schedule, Source::Plugin(unit.name().to_owned()));
+        }
+    }
+    // The file's after the plugins', so that a schedule of the same name replaces theirs.
+    for (name, schedule) in grants.schedules() {
+        set(name, schedule, Source::File);
     }
     schedules.into_values().collect()
 }

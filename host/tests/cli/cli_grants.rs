@@ -166,14 +166,7 @@ fn an_edited_grants_file_applies_to_the_next_jobs_and_a_broken_one_keeps_the_pre
     let grants =
         |greeting: &str| format!("[plugins.http-probe.config]\ngreeting = \"{greeting}\"\n");
     write_grants(&file, &grants("one"));
-    let mut command = jobhost();
-    command
-        .arg("run")
-        .arg("--plugins")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&file);
-    let host = Host::spawn(command, dir, STARTUP);
+    let host = Host::spawn(run_with(&dir, &file), dir, STARTUP);
     let first = check_config(&host, json!({"greeting": "one"}));
     assert!(first.contains("job completed"), "{first}");
 
@@ -586,14 +579,7 @@ fn the_readme_schedule_is_listed_by_jobhost_schedules_with_its_next_tick() {
     let dir = tempfile::tempdir().expect("a temp plugin directory");
     let grants_file = dir.path().join("jobhost.toml");
     write_grants(&grants_file, block);
-    let mut command = jobhost();
-    command
-        .arg("run")
-        .arg("--plugins")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&grants_file);
-    let host = Host::spawn(command, dir, STARTUP);
+    let host = Host::spawn(run_with(&dir, &grants_file), dir, STARTUP);
     let table = stdout_of(&host.cli(&["schedules"]));
     assert!(
         table.contains("nightly-report")
@@ -628,14 +614,7 @@ fn a_schedule_a_plugin_declares_is_listed_from_the_plugin_and_the_grants_file_ca
     .expect("the example copies into the plugin directory");
     let grants_file = dir.path().join("jobhost.toml");
     write_grants(&grants_file, "");
-    let mut command = jobhost();
-    command
-        .arg("run")
-        .arg("--plugins")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&grants_file);
-    let host = Host::spawn(command, dir, STARTUP);
+    let host = Host::spawn(run_with(&dir, &grants_file), dir, STARTUP);
     let digest = |host: &Host| {
         let listed = json_of(&host.cli(&["schedules", "--json"]));
         listed

@@ -231,6 +231,17 @@ impl Ledger {
             .count()
     }
 
+    /// The most calls started after `since` running at one instant: of key `a`, of key
+    /// `b`, and of every key.
+    fn most_at_once_since(&self, since: Instant, a: &str, b: &str) -> (usize, usize, usize) {
+        let after = |c: &Call| c.started > since;
+        (
+            self.most_at_once(Some(a), after),
+            self.most_at_once(Some(b), after),
+            self.most_at_once(None, after),
+        )
+    }
+
     /// The most calls of `key` (every key: `None`) that were running at one instant, among
     /// the calls `keep` keeps.
     fn most_at_once(&self, key: Option<&str>, keep: impl Fn(&Call) -> bool) -> usize {
@@ -452,12 +463,7 @@ async fn two_hosts_never_run_more_than_a_keys_cap_and_a_killed_hosts_permits_com
         ledger.count("/work", true) == 18
     })
     .await;
-    let this_phase = |c: &Call| c.started > phase;
-    let (c1, c2, all) = (
-        ledger.most_at_once(Some("c1"), this_phase),
-        ledger.most_at_once(Some("c2"), this_phase),
-        ledger.most_at_once(None, this_phase),
-    );
+    let (c1, c2, all) = ledger.most_at_once_since(phase, "c1", "c2");
     eprintln!(
         "most at once: c1 {c1}, c2 {c2}, both keys {all}; completions: host A {}, host B {}",
         completions(&a),
@@ -781,12 +787,7 @@ async fn two_hosts_keep_the_limits_a_plugin_declares_and_a_retry_after_holds_bac
         ledger.count("/work", true) == 16
     })
     .await;
-    let this_phase = |c: &Call| c.started > phase;
-    let (d1, d2, all) = (
-        ledger.most_at_once(Some("d1"), this_phase),
-        ledger.most_at_once(Some("d2"), this_phase),
-        ledger.most_at_once(None, this_phase),
-    );
+    let (d1, d2, all) = ledger.most_at_once_since(phase, "d1", "d2");
     eprintln!(
         "declared cap of 2 per customer on two hosts: most at once d1 {d1}, d2 {d2}, both {all}"
     );
