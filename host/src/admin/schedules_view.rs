@@ -30,7 +30,7 @@ pub struct ScheduleView {
     /// Its next tick, in milliseconds since the Unix epoch; none when disabled or when its
     /// cron expression never matches again.
     pub next_ms: Option<i64>,
-    /// Its last firings, newest first.
+    /// Its last firings, newest first, each with how its job ended once that is known.
     pub firings: Vec<Firing>,
 }
 

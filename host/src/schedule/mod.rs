@@ -14,6 +14,8 @@
 //!   host, with the schedule's payload, on the queue the loaded plugin that serves its job
 //!   type declares. A schedule whose job type no loaded plugin serves lets its ticks go as
 //!   missed, with a warning.
+//! - A firing's job names its schedule in its envelope; whichever host settles it for good
+//!   records how it ended beside the firing ([`Endings`]).
 //! - After the publish is confirmed the firing is recorded ([`Schedules::record`]); a
 //!   scheduler that takes the lead reads the last recorded tick and applies the schedule's
 //!   `missed` policy to the ticks since ([`due`]). A schedule with no record starts at the
@@ -44,6 +46,7 @@
 
 mod clock;
 mod due;
+mod endings;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -67,6 +70,7 @@ use crate::worker::{Plugins, Registry};
 
 pub use clock::Clock;
 pub use due::{Due, ON_TIME, due};
+pub use endings::Endings;
 
 /// A schedule in force, and where it comes from.
 #[derive(Debug, Clone)]
@@ -289,11 +293,12 @@ impl<B: Backend + Schedules + Clone> Scheduler<B> {
         let job_id = tick_job_id(name, tick);
         let payload: Box<RawValue> = serde_json::value::to_raw_value(&schedule.payload)
             .expect("a JSON value always serializes: it is JSON already");
-        let (envelope, _) = EnqueueOptions::new().job_id(job_id).first_attempt(
+        let (mut envelope, _) = EnqueueOptions::new().job_id(job_id).first_attempt(
             &schedule.job_type,
             route.queue.name.as_str(),
             payload,
         )?;
+        envelope.schedule = Some(name.to_owned());
         self.backend.declare(&route.queue).await?;
         self.backend.publish(&envelope, None).await?;
         self.telemetry
@@ -304,6 +309,7 @@ impl<B: Backend + Schedules + Clone> Scheduler<B> {
             at_ms: self.clock.now_ms(),
             host: self.host.clone(),
             job_id,
+            ended: None,
         };
         if let Err(error) = self.backend.record(name, &firing).await {
             warn!(schedule = name, %error, "a firing was not recorded: its lock keeps it from firing twice");

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{Clock, Scheduler};
+use super::{Clock, Endings, Scheduler};
 use crate::broker::{MemoryBackend, Schedules, tick_job_id};
 use crate::grants::{Grants, SharedGrants};
 use crate::job::{JobSpec, Manifest, Outcome};
@@ -402,4 +402,70 @@ async fn a_schedule_a_plugin_declares_fires_once_per_tick_until_the_grants_file_
     );
     stop_token.cancel();
     running.await.expect("the scheduler ends");
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_firing_shows_how_its_job_ended_on_the_host_that_ran_it() {
+    use crate::telemetry::Telemetry;
+    use crate::testing::Harness;
+    use crate::worker::WorkerConfig;
+
+    let backend = MemoryBackend::new();
+    let manifest = Manifest {
+        limits: Default::default(),
+        schedules: Default::default(),
+        name: "reports".into(),
+        queues: vec![QueueConfig::new(QUEUE)],
+        jobs: vec![JobSpec {
+            name: JOB_TYPE.into(),
+            queue: QUEUE.into(),
+            retry: None,
+            timeout: None,
+        }],
+    };
+    // A job whose payload says `fail` is dead-lettered; any other completes.
+    let unit = native_unit("reports", manifest, |job| {
+        if String::from_utf8_lossy(job.payload).contains("fail") {
+            Outcome::Failed(jobhost_sdk::JobError::fatal("the report failed"))
+        } else {
+            Outcome::Completed { follow_ups: vec![] }
+        }
+    });
+    let config = WorkerConfig {
+        telemetry: Telemetry::none().with(Endings::new(backend.clone())),
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start_on(backend.clone(), [unit], config).await;
+    let text = format!(
+        "[schedules.good]\njob_type = \"{JOB_TYPE}\"\nevery = \"1s\"\n\
+         [schedules.bad]\njob_type = \"{JOB_TYPE}\"\nevery = \"1s\"\npayload = {{ fail = true }}\n"
+    );
+    let grants = SharedGrants::new(Grants::parse(Path::new("jobhost.toml"), &text).expect("valid"));
+    let scheduler = Scheduler::new(
+        backend.clone(),
+        grants,
+        h.plugins.clone(),
+        Telemetry::none(),
+    )
+    .with_clock(Clock::starting_at(START))
+    .with_host("a");
+    let stop_token = CancellationToken::new();
+    let running = tokio::spawn(scheduler.run(stop_token.clone()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop_token.cancel();
+    running.await.expect("the scheduler ends");
+    h.run_until_idle().await;
+    for (schedule, outcome) in [("good", "completed"), ("bad", "dead-lettered")] {
+        let firings = backend.firings(schedule).await.expect("memory");
+        assert_eq!(firings.len(), 3, "{schedule}: {firings:?}");
+        for firing in &firings {
+            let ended = firing.ended.as_ref().expect("each firing's job ended");
+            assert_eq!(
+                (ended.job_id, ended.outcome.as_str(), ended.attempt),
+                (firing.job_id, outcome, 1),
+                "{schedule}"
+            );
+        }
+    }
+    h.shutdown().await;
 }
