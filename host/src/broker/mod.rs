@@ -63,7 +63,7 @@ pub use rabbitmq::{
     RabbitMqOptions, ReconnectBackoff,
 };
 pub use schedule::{
-    Ended, FIRING_MAX_BYTES, Firing, HISTORY, LEADER_QUEUE, MEMORY_LEASE, Schedules,
+    Ended, FIRING_MAX_BYTES, Firing, HISTORY, LEADER_QUEUE, MEMORY_LEASE, Record, Schedules,
     endings_queue_name, history_queue_name, tick_holder, tick_job_id, tick_lock,
 };
 pub use tokens::Tokens;

@@ -15,8 +15,8 @@
 //!   joined with its ending. On RabbitMQ they live in a durable queue
 //!   per schedule ([`history_queue_name`]) of persistent messages, so they survive host
 //!   and broker restarts; in memory they live as long as the process.
-//! - A record on the wire is hostile until [`Firing::decode`] accepted it: at most
-//!   [`FIRING_MAX_BYTES`] of JSON of the [`Firing`] shape; a reader skips what is not one.
+//! - A record on the wire is hostile until [`Record::decode`] accepted it: at most
+//!   [`FIRING_MAX_BYTES`] of JSON of a [`Firing`] or an [`Ended`]; a reader skips what is not one.
 
 use std::future::Future;
 use std::time::Duration;
@@ -75,21 +75,6 @@ pub struct Ended {
     pub host: String,
 }
 
-impl Ended {
-    /// The record's JSON body.
-    pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("an ending always serializes")
-    }
-
-    /// The ending in `body`, if it is one.
-    pub fn decode(body: &[u8]) -> Option<Self> {
-        if body.len() > FIRING_MAX_BYTES {
-            return None;
-        }
-        serde_json::from_slice(body).ok()
-    }
-}
-
 /// `firings` with each one's ending among `endings`, if any (the latest of its job's).
 pub(super) fn joined(mut firings: Vec<Firing>, endings: &[Ended]) -> Vec<Firing> {
     for firing in &mut firings {
@@ -102,20 +87,25 @@ pub(super) fn joined(mut firings: Vec<Firing>, endings: &[Ended]) -> Vec<Firing>
     firings
 }
 
-impl Firing {
+/// A record of a schedule's history in the broker: a [`Firing`] or an [`Ended`], as JSON.
+pub trait Record: Serialize + serde::de::DeserializeOwned {
     /// The record's JSON body.
-    pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("a firing always serializes")
+    fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a record of plain fields always serializes")
     }
 
-    /// The firing in `body`, if it is one.
-    pub fn decode(body: &[u8]) -> Option<Self> {
+    /// The record in `body`, if it is one: at most [`FIRING_MAX_BYTES`] of its JSON.
+    fn decode(body: &[u8]) -> Option<Self> {
         if body.len() > FIRING_MAX_BYTES {
             return None;
         }
         serde_json::from_slice(body).ok()
     }
 }
+
+impl Record for Firing {}
+
+impl Record for Ended {}
 
 /// The durable queue that keeps `schedule`'s last firings on RabbitMQ.
 pub fn history_queue_name(schedule: &str) -> String {

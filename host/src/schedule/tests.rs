@@ -32,9 +32,9 @@ fn plugins() -> Plugins {
     plugins_declaring(BTreeMap::new())
 }
 
-/// [`plugins`], declaring `schedules`.
-fn plugins_declaring(schedules: BTreeMap<String, std::sync::Arc<crate::job::Schedule>>) -> Plugins {
-    let manifest = Manifest {
+/// The manifest of a plugin serving [`JOB_TYPE`] on [`QUEUE`], declaring `schedules`.
+fn manifest(schedules: BTreeMap<String, std::sync::Arc<crate::job::Schedule>>) -> Manifest {
+    Manifest {
         limits: Default::default(),
         schedules,
         name: "reports".into(),
@@ -45,7 +45,12 @@ fn plugins_declaring(schedules: BTreeMap<String, std::sync::Arc<crate::job::Sche
             retry: None,
             timeout: None,
         }],
-    };
+    }
+}
+
+/// [`plugins`], declaring `schedules`.
+fn plugins_declaring(schedules: BTreeMap<String, std::sync::Arc<crate::job::Schedule>>) -> Plugins {
+    let manifest = manifest(schedules);
     let plugins = Plugins::new();
     plugins
         .install(native_unit("reports", manifest, |_| Outcome::Completed {
@@ -411,20 +416,8 @@ async fn each_firing_shows_how_its_job_ended_on_the_host_that_ran_it() {
     use crate::worker::WorkerConfig;
 
     let backend = MemoryBackend::new();
-    let manifest = Manifest {
-        limits: Default::default(),
-        schedules: Default::default(),
-        name: "reports".into(),
-        queues: vec![QueueConfig::new(QUEUE)],
-        jobs: vec![JobSpec {
-            name: JOB_TYPE.into(),
-            queue: QUEUE.into(),
-            retry: None,
-            timeout: None,
-        }],
-    };
     // A job whose payload says `fail` is dead-lettered; any other completes.
-    let unit = native_unit("reports", manifest, |job| {
+    let unit = native_unit("reports", manifest(BTreeMap::new()), |job| {
         if String::from_utf8_lossy(job.payload).contains("fail") {
             Outcome::Failed(jobhost_sdk::JobError::fatal("the report failed"))
         } else {

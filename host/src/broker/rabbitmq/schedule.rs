@@ -39,7 +39,8 @@ use super::RabbitMqBackend;
 use super::session::{Failure, Session};
 use crate::broker::BrokerError;
 use crate::broker::schedule::{
-    Ended, Firing, HISTORY, LEADER_QUEUE, Schedules, endings_queue_name, history_queue_name, joined,
+    Ended, Firing, HISTORY, LEADER_QUEUE, Record, Schedules, endings_queue_name,
+    history_queue_name, joined,
 };
 
 /// AMQP `delivery-mode` of a message the broker writes to disk.
