@@ -1,5 +1,5 @@
-//! The three-node RabbitMQ cluster `.ci/cluster-broker.sh` starts for the tests of the
-//! `faults` binary whose module names start with `cluster_`: its nodes' URLs and names,
+//! The three-node RabbitMQ cluster `.ci/cluster-broker.sh` starts for the cluster tests of
+//! the `faults` binary (`cluster_restarts`, then `cluster_faults`): its nodes' URLs and names,
 //! `rabbitmqctl` against one node, and the faults those tests deal it (a node stopped or
 //! killed, every node stopped and started again).
 //!
@@ -49,8 +49,8 @@ impl Cluster {
                  under `.ci/cluster-broker.sh`"
             );
             eprintln!(
-                "SKIPPED: no RabbitMQ cluster (JOBHOST_CLUSTER_AMQP is unset); run \
-                 `.ci/cluster-broker.sh cargo test -p jobhost --test faults cluster_`"
+                "SKIPPED: no RabbitMQ cluster (JOBHOST_CLUSTER_AMQP is unset); run the test \
+                 under `.ci/cluster-broker.sh`, as `.ci/test` does"
             );
             return None;
         };
@@ -63,14 +63,39 @@ impl Cluster {
             .split(',')
             .map(str::to_owned)
             .collect();
-        Some(Self {
+        let cluster = Self {
             amqp,
             urls,
             nodes,
             dir: var("JOBHOST_CLUSTER_DIR"),
             ctl: var("JOBHOST_CLUSTER_CTL"),
             _in_use: in_use,
-        })
+        };
+        cluster.assert_every_node_runs();
+        Some(cluster)
+    }
+
+    /// Fail unless every node runs: a test's faults assume a whole cluster, and
+    /// `cluster_faults` leaves the node it kills dead (the script starts nodes, a test
+    /// cannot), so `.ci/test` runs it after the other cluster tests.
+    fn assert_every_node_runs(&self) {
+        let output = self.run("rabbitmqctl", 0, &["-q", "cluster_status"]);
+        let status = said(&output);
+        let running = status
+            .split("Running Nodes")
+            .nth(1)
+            .and_then(|rest| rest.split("Versions").next())
+            .unwrap_or_default();
+        let missing: Vec<&String> = self
+            .nodes
+            .iter()
+            .filter(|node| !running.contains(node.as_str()))
+            .collect();
+        assert!(
+            output.status.success() && missing.is_empty(),
+            "the cluster's nodes {missing:?} are down (an earlier cluster test, such as \
+             cluster_faults, which kills one, left them so): {status}"
+        );
     }
 
     /// Run `tool` (`rabbitmqctl`, or `rabbitmq-queues` beside it) against `node`.
