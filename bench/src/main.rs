@@ -55,8 +55,9 @@ enum Command {
     Blackbox(Options),
     /// Jobs that fail once, through the host and queuey.
     Retries(Options),
-    /// What a concurrency cap's permits cost per job: no-op jobs drained without a cap,
-    /// under a queue cap, and under a queue and a key cap, none of which binds.
+    /// What a concurrency cap's permits and a rate limit's tokens cost per job: no-op jobs
+    /// drained without a limit, under a queue cap, under a queue and a key cap, and under a
+    /// key rate limit, none of which binds.
     Caps(Options),
     /// Time from an atomic rename into the plugin directory to the first job served.
     Reload(Options),

@@ -61,6 +61,7 @@ pub(crate) fn single_job(
     spec.queue = queue.to_owned();
     Manifest {
         limits: Default::default(),
+        schedules: Default::default(),
         name: manifest.name.clone(),
         queues: vec![config],
         jobs: vec![spec],

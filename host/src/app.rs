@@ -48,7 +48,7 @@ use crate::metrics::Metrics;
 use crate::plugin::{Engine, EngineConfig, EngineError};
 use crate::producer::EnqueueOptions;
 use crate::reload::{self, Loader};
-use crate::schedule::Scheduler;
+use crate::schedule::{Endings, Scheduler};
 use crate::telemetry::Telemetry;
 use crate::worker::{Fleet, Plugins, Worker, WorkerConfig};
 
@@ -257,8 +257,11 @@ async fn serve<B: AdminBackend>(
     let (fleet, grants, stop) = (state.fleet.clone(), state.grants.clone(), shutdown.clone());
     tasks.spawn(async move { fleet.follow_grants(&grants, stop).await });
     // The caps and rate limits follow the grants file the loader reloads.
+    // Whichever host settles a scheduled job records how it ended beside its firing.
+    let telemetry = config.worker.telemetry.with(Endings::new(backend.clone()));
     let worker = WorkerConfig {
         caps: state.grants.clone(),
+        telemetry,
         ..config.worker
     };
     let scheduler = Scheduler::new(

@@ -60,6 +60,10 @@ pub struct Envelope {
     /// it settles for good (see [`crate::broker::UniqueLock`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_lock: Option<String>,
+    /// The schedule whose tick enqueued the job, if one did: the host that settles it for
+    /// good records its outcome beside the firing (see `crate::schedule`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
     /// The trace context of the message's headers, not of its body: set by the worker and
     /// producers before a publish, read from the headers by the broker.
     #[serde(skip)]
@@ -109,6 +113,7 @@ impl Envelope {
             correlation_id: None,
             expires_at_ms: None,
             unique_lock: None,
+            schedule: None,
             trace: None,
             payload,
         }

@@ -174,6 +174,16 @@ impl Telemetry {
         TelemetryBuilder::default()
     }
 
+    /// A telemetry with this one's observers and `observer` after them: for a component
+    /// whose events one more observer watches.
+    pub fn with(&self, observer: impl Observer + 'static) -> Self {
+        let mut observers: Vec<Arc<dyn Observer>> = self.observers.iter().cloned().collect();
+        observers.push(Arc::new(observer));
+        Self {
+            observers: observers.into(),
+        }
+    }
+
     /// Hand `event` to every observer, in the order they were attached.
     #[inline]
     pub fn emit(&self, event: &Event<'_>) {

@@ -9,6 +9,7 @@
 //! - [`Queues`], [`Job`], [`QueueConfig`] and their derives: a plugin's queues and jobs.
 //! - [`limits`]: fleet-wide concurrency caps and rate limits a plugin declares on its
 //!   queues and job types, in the grammar the operator's grants file writes them.
+//! - [`schedule`]: periodic jobs a job type declares, fired once per tick by the fleet.
 //! - [`plugin!`], [`JobContext`], [`Level`], [`EnqueueError`]: export a crate as a plugin;
 //!   what a handler may ask of the host (structured logs, typed follow-up jobs).
 //! - [`config`]: the configuration values and secrets the operator gives the plugin.
@@ -38,6 +39,7 @@ pub mod limits;
 mod policy;
 pub mod prelude;
 mod queue;
+pub mod schedule;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 pub mod text;

@@ -44,6 +44,12 @@ pub trait Job: Serialize + DeserializeOwned {
     fn limits() -> JobLimits {
         JobLimits::default()
     }
+    /// The periodic schedule the fleet fires this job type on (`#[job(cron = "..")]` or
+    /// `#[job(every = "..")]`), which the operator's grants file may override; none by
+    /// default.
+    fn schedule() -> Option<crate::schedule::Schedule> {
+        None
+    }
 }
 
 /// A queue's broker settings and its retry floor.

@@ -1,16 +1,20 @@
-//! What `GET /schedules` shows of each schedule of the grants file: its timing, its next
-//! tick, and its last firings as the broker keeps them (when, which host, which job).
+//! What `GET /schedules` shows of each schedule in force (the grants file's and the ones
+//! plugins declare): who set it, its timing, its next tick, and its last firings as the
+//! broker keeps them (when, which host, which job).
 
 use serde::{Deserialize, Serialize};
 
 use crate::broker::Firing;
-use crate::grants::{Missed, Schedule, Timing};
+use crate::job::{Missed, Schedule, Timing};
 
 /// One schedule, as `GET /schedules` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleView {
-    /// Its name in the grants file.
+    /// Its name: the grants file's section, or the job type a plugin declares it on.
     pub name: String,
+    /// Who set it: `[schedules."NAME"] in jobhost.toml`, or `plugin NAME`.
+    #[serde(default)]
+    pub from: String,
     /// The job type each firing enqueues.
     pub job_type: String,
     /// Whether it fires.
@@ -26,14 +30,20 @@ pub struct ScheduleView {
     /// Its next tick, in milliseconds since the Unix epoch; none when disabled or when its
     /// cron expression never matches again.
     pub next_ms: Option<i64>,
-    /// Its last firings, newest first.
+    /// Its last firings, newest first, each with how its job ended once that is known.
     pub firings: Vec<Firing>,
 }
 
 impl ScheduleView {
-    /// The view of `schedule`, called `name`, at `now_ms`, with its last `firings` (oldest
-    /// first, as the broker keeps them).
-    pub fn of(name: &str, schedule: &Schedule, now_ms: i64, mut firings: Vec<Firing>) -> Self {
+    /// The view of `schedule`, called `name` and set as `from` says, at `now_ms`, with its
+    /// last `firings` (oldest first, as the broker keeps them).
+    pub fn of(
+        name: &str,
+        from: String,
+        schedule: &Schedule,
+        now_ms: i64,
+        mut firings: Vec<Firing>,
+    ) -> Self {
         let (cron, tz, every_ms) = match &schedule.timing {
             Timing::Cron { cron, tz } => (
                 Some(cron.as_str().to_owned()),
@@ -49,6 +59,7 @@ impl ScheduleView {
         firings.reverse();
         Self {
             name: name.to_owned(),
+            from,
             job_type: schedule.job_type.clone(),
             enabled: schedule.enabled,
             cron,

@@ -30,7 +30,7 @@ use super::jobs::enqueue;
 use super::state::AdminState;
 use crate::broker::{BrokerError, dead_letter_queue_name};
 use crate::producer::EnqueueOptions;
-use crate::schedule::Clock;
+use crate::schedule::{Clock, InForce, Source, in_force};
 use crate::telemetry::Event;
 use crate::text::{NAME_MAX, bounded};
 use crate::trace::TraceContext;
@@ -158,16 +158,25 @@ async fn plugins<B: AdminBackend>(State(state): Shared<B>) -> Json<Vec<PluginVie
     ))
 }
 
-/// Each schedule of the grants in force, with the firings the broker keeps of it.
+/// Each schedule in force, with the firings the broker keeps of it.
 async fn schedules<B: AdminBackend>(
     State(state): Shared<B>,
 ) -> Result<Json<Vec<ScheduleView>>, ApiError> {
     let grants = state.grants.current();
     let now_ms = Clock::System.now_ms();
     let mut views = Vec::new();
-    for (name, schedule) in grants.schedules() {
-        let firings = state.backend.firings(name).await?;
-        views.push(ScheduleView::of(name, schedule, now_ms, firings));
+    for InForce {
+        name,
+        schedule,
+        source,
+    } in in_force(&grants, &state.plugins.current())
+    {
+        let firings = state.backend.firings(&name).await?;
+        let from = match source {
+            Source::File => format!("[schedules.{name:?}] in {}", grants.shown_file()),
+            Source::Plugin(plugin) => format!("plugin {plugin}"),
+        };
+        views.push(ScheduleView::of(&name, from, &schedule, now_ms, firings));
     }
     Ok(Json(views))
 }

@@ -63,8 +63,8 @@ pub use rabbitmq::{
     RabbitMqOptions, ReconnectBackoff,
 };
 pub use schedule::{
-    FIRING_MAX_BYTES, Firing, HISTORY, LEADER_QUEUE, MEMORY_LEASE, Schedules, history_queue_name,
-    tick_holder, tick_job_id, tick_lock,
+    Ended, FIRING_MAX_BYTES, Firing, HISTORY, LEADER_QUEUE, MEMORY_LEASE, Record, Schedules,
+    endings_queue_name, history_queue_name, tick_holder, tick_job_id, tick_lock,
 };
 pub use tokens::Tokens;
 pub use unique::{Taken, UNIQUE_FOR_MAX, UNIQUE_KEY_MAX, UniqueLock};

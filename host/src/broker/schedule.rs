@@ -10,12 +10,13 @@
 //!   the queue with the leader's connection (a killed host, a broker restart) and on to the
 //!   next consumer; in memory a
 //!   lead not renewed for [`MEMORY_LEASE`] ends, and [`Schedules::resign`] ends it at once.
-//! - [`Schedules::record`] keeps a firing; [`Schedules::firings`] reads the last
-//!   [`HISTORY`] of one schedule, oldest first. On RabbitMQ they live in a durable queue
+//! - [`Schedules::record`] keeps a firing, [`Schedules::record_end`] how its job ended;
+//!   [`Schedules::firings`] reads the last [`HISTORY`] of one schedule, oldest first, each
+//!   joined with its ending. On RabbitMQ they live in a durable queue
 //!   per schedule ([`history_queue_name`]) of persistent messages, so they survive host
 //!   and broker restarts; in memory they live as long as the process.
-//! - A record on the wire is hostile until [`Firing::decode`] accepted it: at most
-//!   [`FIRING_MAX_BYTES`] of JSON of the [`Firing`] shape; a reader skips what is not one.
+//! - A record on the wire is hostile until [`Record::decode`] accepted it: at most
+//!   [`FIRING_MAX_BYTES`] of JSON of a [`Firing`] or an [`Ended`]; a reader skips what is not one.
 
 use std::future::Future;
 use std::time::Duration;
@@ -53,16 +54,48 @@ pub struct Firing {
     pub host: String,
     /// The job it enqueued ([`tick_job_id`]).
     pub job_id: Uuid,
+    /// How the job ended, once a host settled it for good (joined in by
+    /// [`Schedules::firings`]; never part of the firing's own record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Ended>,
 }
 
-impl Firing {
+/// How the job of a firing ended: recorded by the host that settled it for good.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ended {
+    /// The firing's job.
+    pub job_id: Uuid,
+    /// `completed`, `dead-lettered`, `expired` or `cancelled`.
+    pub outcome: String,
+    /// The attempt that ended it.
+    pub attempt: u32,
+    /// When, on that host's clock, in milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// The host that settled it.
+    pub host: String,
+}
+
+/// `firings` with each one's ending among `endings`, if any (the latest of its job's).
+pub(super) fn joined(mut firings: Vec<Firing>, endings: &[Ended]) -> Vec<Firing> {
+    for firing in &mut firings {
+        firing.ended = endings
+            .iter()
+            .rev()
+            .find(|ended| ended.job_id == firing.job_id)
+            .cloned();
+    }
+    firings
+}
+
+/// A record of a schedule's history in the broker: a [`Firing`] or an [`Ended`], as JSON.
+pub trait Record: Serialize + serde::de::DeserializeOwned {
     /// The record's JSON body.
-    pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("a firing always serializes")
+    fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a record of plain fields always serializes")
     }
 
-    /// The firing in `body`, if it is one.
-    pub fn decode(body: &[u8]) -> Option<Self> {
+    /// The record in `body`, if it is one: at most [`FIRING_MAX_BYTES`] of its JSON.
+    fn decode(body: &[u8]) -> Option<Self> {
         if body.len() > FIRING_MAX_BYTES {
             return None;
         }
@@ -70,9 +103,18 @@ impl Firing {
     }
 }
 
+impl Record for Firing {}
+
+impl Record for Ended {}
+
 /// The durable queue that keeps `schedule`'s last firings on RabbitMQ.
 pub fn history_queue_name(schedule: &str) -> String {
     format!("jobhost.schedule.{schedule}.fired")
+}
+
+/// The durable queue that keeps how `schedule`'s last firings' jobs ended, on RabbitMQ.
+pub fn endings_queue_name(schedule: &str) -> String {
+    format!("jobhost.schedule.{schedule}.ended")
 }
 
 /// The id of the job that the firing of `schedule` at `tick_ms` enqueues: the same on
@@ -111,7 +153,15 @@ pub trait Schedules: Send + Sync + 'static {
         firing: &Firing,
     ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
-    /// `schedule`'s last firings, oldest first.
+    /// Keep how the job of one of `schedule`'s firings ended, among its last [`HISTORY`].
+    fn record_end(
+        &self,
+        schedule: &str,
+        ended: &Ended,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// `schedule`'s last firings, oldest first, each with how its job ended when that is
+    /// known.
     fn firings(
         &self,
         schedule: &str,
@@ -133,6 +183,14 @@ impl<S: Schedules> Schedules for std::sync::Arc<S> {
         firing: &Firing,
     ) -> impl Future<Output = Result<(), BrokerError>> + Send {
         (**self).record(schedule, firing)
+    }
+
+    fn record_end(
+        &self,
+        schedule: &str,
+        ended: &Ended,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).record_end(schedule, ended)
     }
 
     fn firings(

@@ -1,5 +1,6 @@
-//! `jobhost schedules`: each schedule of the running host's grants file, its next tick and
-//! its last firings (when, which host, which job), through the admin API.
+//! `jobhost schedules`: each schedule in force on the running host (its grants file's and
+//! its plugins'), who set it, its next tick and its last firings (when, which host, which
+//! job, how it ended), through the admin API.
 
 use jobhost::admin::api::ScheduleView;
 use jobhost::job::Utc;
@@ -16,7 +17,7 @@ pub(super) async fn run(args: ClientArgs) -> anyhow::Result<()> {
     }
     if schedules.is_empty() {
         println!(
-            "no schedule: add a [schedules.\"NAME\"] section to the grants file (see docs/schedules.md)"
+            "no schedule: add a [schedules.\"NAME\"] section to the grants file, or declare one on a job type (see docs/schedules.md)"
         );
         return Ok(());
     }
@@ -27,6 +28,7 @@ pub(super) async fn run(args: ClientArgs) -> anyhow::Result<()> {
             &[
                 "Schedule",
                 "Job type",
+                "From",
                 "When",
                 "Missed",
                 "Next",
@@ -40,18 +42,28 @@ pub(super) async fn run(args: ClientArgs) -> anyhow::Result<()> {
             .firings
             .iter()
             .map(|firing| {
+                let ended = firing.ended.as_ref().map_or_else(
+                    || "not ended yet".to_owned(),
+                    |ended| {
+                        format!(
+                            "{} on attempt {} on {}",
+                            ended.outcome, ended.attempt, ended.host
+                        )
+                    },
+                );
                 vec![
                     time(firing.tick_ms),
                     time(firing.at_ms),
                     firing.host.clone(),
                     firing.job_id.to_string(),
+                    ended,
                 ]
             })
             .collect();
         println!("\n{}: last firings, newest first", schedule.name);
         println!(
             "{}",
-            render(&["Tick", "Fired at", "Host", "Job id"], &firings)
+            render(&["Tick", "Fired at", "Host", "Job id", "Ended"], &firings)
         );
     }
     Ok(())
@@ -75,6 +87,7 @@ fn row(schedule: &ScheduleView) -> Vec<String> {
     vec![
         schedule.name.clone(),
         schedule.job_type.clone(),
+        schedule.from.clone(),
         when,
         schedule.missed.clone(),
         next,

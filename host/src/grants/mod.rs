@@ -89,15 +89,12 @@ use jobhost_sdk::limits::{JobLimits, QueueLimits};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
+use crate::job::Schedule;
 use crate::text::{self, NAME_MAX};
 
 pub use caps::{CapKey, Caps, KEY_NAME_MAX, KeyCap, MAX_CONCURRENCY, key_of};
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
 pub use rates::{KeyRate, MAX_BURST, MAX_PER_SECOND, MAX_RATE_COUNT, Rate, RateUnit, Rates};
-pub use schedule::{
-    CATCH_UP_MAX, EVERY_MIN, Missed, NAME_RULE, PAYLOAD_MAX, SCAN_MAX, SCHEDULE_NAME_MAX, Schedule,
-    Timing, schedule_name_rule,
-};
 pub use secret::{HostSecrets, Secret, SecretSource};
 pub use slots::{RequestPermit, RequestSlots};
 pub use trust::{CA_FILE_MAX, OutboundTrust};

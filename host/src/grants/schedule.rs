@@ -1,148 +1,23 @@
 //! The operator's schedules: `[schedules."NAME"]` sections of the grants file, each a job
-//! type, a payload, when it fires (a cron expression in a time zone, or a fixed period) and
-//! what becomes of the ticks no host was there to fire.
+//! type, a payload, when it fires and what becomes of the ticks no host was there to fire,
+//! read by the rules of [`crate::job::Schedule`].
 //!
 //! # Contract
-//! - A tick is an instant in milliseconds since the Unix epoch: every host computes the
-//!   same ticks from the same section, whatever its own time zone.
-//! - `every = D` ticks at the multiples of D since the Unix epoch, so hosts agree on the
-//!   ticks without talking; D is at least [`EVERY_MIN`].
-//! - `cron` is five fields (minute to day of week) or six (seconds first), read by
-//!   `croner` in the section's `tz`, an IANA name (default `UTC`). Daylight saving is
-//!   handled as Vixie cron does: a fixed local time that does not exist that day (spring
-//!   forward) fires once, at the first instant after the gap; a fixed local time that
-//!   happens twice (fall back) fires once, on its first occurrence; a wildcard or step
-//!   field (`*/15`) fires on each wall-clock match that exists, so the repeated hour
-//!   gets its matches twice and the skipped hour none.
-//! - Parsing is strict and bounded: a name of [`NAME_RULE`], a job type by the manifest's
-//!   rule, a payload of at most [`PAYLOAD_MAX`] bytes of JSON, `catch_up` at most
-//!   [`CATCH_UP_MAX`], exactly one of `cron` and `every`, no unknown key.
+//! - Parsing is strict and bounded: a name of [`NAME_RULE`](rules::NAME_RULE), a job type
+//!   by the manifest's rule, a payload of at most [`PAYLOAD_MAX`](rules::PAYLOAD_MAX) bytes
+//!   of JSON, `catch_up` at most [`CATCH_UP_MAX`], exactly one of `cron` and `every`, no unknown key; a refusal names
+//!   the line.
 
 use std::ops::Range;
-use std::str::FromStr;
-use std::time::Duration;
 
-use chrono::{DateTime, TimeZone};
-use chrono_tz::Tz;
-use croner::Cron;
-use croner::parser::{CronParser, Seconds};
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::job::job_type_rule;
+use crate::job::schedule::{
+    self as rules, CATCH_UP_MAX, Missed, Schedule, Timing, schedule_name_rule,
+};
 use crate::text::{self, NAME_MAX};
-
-/// The shortest `every`.
-pub const EVERY_MIN: Duration = Duration::from_secs(1);
-
-/// The largest payload a schedule gives its jobs, as JSON.
-pub const PAYLOAD_MAX: usize = 64 * 1024;
-
-/// The most missed ticks a schedule may catch up.
-pub const CATCH_UP_MAX: u32 = 1000;
-
-/// The longest schedule name: it is part of a queue name and of a metric label.
-pub const SCHEDULE_NAME_MAX: usize = 100;
-
-/// What a schedule's name must be.
-pub const NAME_RULE: &str = "1 to 100 ASCII letters, digits, `-`, `_` or `.`";
-
-/// One schedule of the grants file.
-#[derive(Debug, Clone)]
-pub struct Schedule {
-    /// The job type each firing enqueues.
-    pub job_type: String,
-    /// When it fires.
-    pub timing: Timing,
-    /// The payload of each firing's job.
-    pub payload: serde_json::Value,
-    /// What becomes of the ticks no host fired in time.
-    pub missed: Missed,
-    /// Whether it fires at all; a disabled schedule keeps its history.
-    pub enabled: bool,
-}
-
-/// When a schedule fires.
-#[derive(Debug, Clone)]
-pub enum Timing {
-    /// At every multiple of this period since the Unix epoch.
-    Every(Duration),
-    /// At each match of a cron expression, in a time zone.
-    Cron {
-        /// The parsed expression.
-        cron: Box<Cron>,
-        /// Where its fields are read.
-        tz: Tz,
-    },
-}
-
-/// What becomes of the ticks that passed while no host could fire them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Missed {
-    /// They are counted as missed and never fired.
-    Skip,
-    /// The most recent N of them are fired, oldest first; older ones are counted missed.
-    CatchUp(u32),
-}
-
-impl Timing {
-    /// The first tick strictly after `after_ms`; `None` when there is none (a cron
-    /// expression that never matches again before the year 5000).
-    pub fn next_after(&self, after_ms: i64) -> Option<i64> {
-        match self {
-            Self::Every(period) => {
-                let period = i64::try_from(period.as_millis()).ok()?.max(1);
-                after_ms
-                    .div_euclid(period)
-                    .checked_add(1)?
-                    .checked_mul(period)
-            }
-            Self::Cron { cron, tz } => {
-                let after: DateTime<Tz> = tz.timestamp_millis_opt(after_ms).single()?;
-                let next = cron.find_next_occurrence(&after, false).ok()?;
-                Some(next.timestamp_millis())
-            }
-        }
-    }
-
-    /// The ticks in `(after_ms, until_ms]`: how many there are, and the last `keep` of them,
-    /// oldest first. A cron expression is searched through [`SCAN_MAX`] ticks at most, the
-    /// ones beyond counted as if they were there, because a down host of years should not
-    /// make its successor spin.
-    pub fn ticks_between(&self, after_ms: i64, until_ms: i64, keep: usize) -> (u64, Vec<i64>) {
-        if let Self::Every(period) = self {
-            let period = i64::try_from(period.as_millis()).unwrap_or(i64::MAX).max(1);
-            let count = until_ms.div_euclid(period) - after_ms.div_euclid(period);
-            let count = u64::try_from(count).unwrap_or(0);
-            let kept = count.min(keep as u64);
-            let last = until_ms.div_euclid(period);
-            let ticks = (0..kept)
-                .rev()
-                .map(|back| (last - back as i64) * period)
-                .collect();
-            return (count, ticks);
-        }
-        let mut ticks = std::collections::VecDeque::with_capacity(keep.min(64));
-        let (mut count, mut at) = (0u64, after_ms);
-        while let Some(next) = self.next_after(at).filter(|next| *next <= until_ms) {
-            count += 1;
-            if count as usize > SCAN_MAX {
-                break;
-            }
-            if ticks.len() == keep {
-                ticks.pop_front();
-            }
-            if keep > 0 {
-                ticks.push_back(next);
-            }
-            at = next;
-        }
-        (count, ticks.into())
-    }
-}
-
-/// How many ticks of a cron expression [`Timing::ticks_between`] walks through at most.
-pub const SCAN_MAX: usize = 100_000;
 
 /// A `[schedules."NAME"]` section as written.
 #[derive(Deserialize)]
@@ -164,23 +39,6 @@ fn enabled() -> bool {
 
 /// What is wrong with a section: where in the file's text, and why.
 pub(super) type Invalid = (Range<usize>, String);
-
-/// Whether `name` may name a schedule ([`NAME_RULE`]).
-pub fn schedule_name_rule(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= SCHEDULE_NAME_MAX
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "schedule name `{}`: it must be {NAME_RULE}",
-            text::bounded(name, NAME_MAX)
-        ))
-    }
-}
 
 /// The schedule `name` that `section` declares, checked as the [module doc](self) says.
 pub(super) fn parse(
@@ -221,12 +79,12 @@ pub(super) fn parse(
 /// `every` (which takes no `tz`).
 fn parse_timing(name: &str, whole: Range<usize>, section: &Section) -> Result<Timing, Invalid> {
     let tz = match &section.tz {
-        None => Tz::UTC,
-        Some(tz) => Tz::from_str(tz.get_ref()).map_err(|_| {
+        None => chrono_tz::Tz::UTC,
+        Some(tz) => rules::time_zone(tz.get_ref()).map_err(|reason| {
             (
                 tz.span(),
                 format!(
-                    "tz `{}` of schedule `{name}`: not an IANA time zone name such as `Europe/Paris` or `UTC`",
+                    "tz `{}` of schedule `{name}`: {reason}",
                     text::bounded(tz.get_ref(), NAME_MAX)
                 ),
             )
@@ -256,19 +114,9 @@ fn parse_timing(name: &str, whole: Range<usize>, section: &Section) -> Result<Ti
     Ok(timing)
 }
 
-fn parse_cron(name: &str, cron: &Spanned<String>) -> Result<Cron, Invalid> {
+fn parse_cron(name: &str, cron: &Spanned<String>) -> Result<croner::Cron, Invalid> {
     let text = cron.get_ref();
-    let fields = text.split_whitespace().count();
-    let parsed = if (5..=6).contains(&fields) {
-        CronParser::builder()
-            .seconds(Seconds::Optional)
-            .build()
-            .parse(text)
-            .map_err(|err| err.to_string())
-    } else {
-        Err(format!("{fields} fields"))
-    };
-    parsed.map_err(|reason| {
+    rules::cron(text).map_err(|reason| {
         (
             cron.span(),
             format!(
@@ -280,41 +128,26 @@ fn parse_cron(name: &str, cron: &Spanned<String>) -> Result<Cron, Invalid> {
     })
 }
 
-fn parse_every(name: &str, every: &Spanned<String>) -> Result<Duration, Invalid> {
-    let shown = || text::bounded(every.get_ref(), NAME_MAX).into_owned();
-    let period = jobhost_sdk::parse_duration(every.get_ref()).map_err(|err| {
+fn parse_every(name: &str, every: &Spanned<String>) -> Result<std::time::Duration, Invalid> {
+    rules::every(every.get_ref()).map_err(|reason| {
         (
             every.span(),
-            format!("every `{}` of schedule `{name}`: {err}", shown()),
-        )
-    })?;
-    if period < EVERY_MIN {
-        return Err((
-            every.span(),
             format!(
-                "every `{}` of schedule `{name}`: it must be at least {EVERY_MIN:?}",
-                shown()
+                "every `{}` of schedule `{name}`: {reason}",
+                text::bounded(every.get_ref(), NAME_MAX)
             ),
-        ));
-    }
-    Ok(period)
+        )
+    })
 }
 
 fn parse_payload(name: &str, payload: &Spanned<toml::Value>) -> Result<serde_json::Value, Invalid> {
-    let invalid = |reason: String| {
+    let json = serde_json::to_value(payload.get_ref()).map_err(|err| err.to_string());
+    json.and_then(rules::payload).map_err(|reason| {
         (
             payload.span(),
             format!("payload of schedule `{name}`: {reason}"),
         )
-    };
-    let json = serde_json::to_value(payload.get_ref()).map_err(|err| invalid(err.to_string()))?;
-    let size = serde_json::to_vec(&json).map_or(usize::MAX, |bytes| bytes.len());
-    if size > PAYLOAD_MAX {
-        return Err(invalid(format!(
-            "{size} bytes of JSON; it may have at most {PAYLOAD_MAX}"
-        )));
-    }
-    Ok(json)
+    })
 }
 
 fn parse_missed(name: &str, missed: &Spanned<toml::Value>) -> Result<Missed, Invalid> {
@@ -341,11 +174,14 @@ fn parse_missed(name: &str, missed: &Spanned<toml::Value>) -> Result<Missed, Inv
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+    use std::time::Duration;
 
     use chrono::{DateTime, Utc};
+    use chrono_tz::Tz;
 
     use super::*;
     use crate::grants::Grants;
+    use crate::job::schedule::PAYLOAD_MAX;
 
     fn parse_text(text: &str) -> Result<Grants, String> {
         Grants::parse(Path::new("jobhost.toml"), text).map_err(|err| err.to_string())

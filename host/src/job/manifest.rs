@@ -1,11 +1,14 @@
-//! A plugin's manifest in host types: the queues it consumes, the job types it handles and
-//! the fleet-wide limits it declares on them.
+//! A plugin's manifest in host types: the queues it consumes, the job types it handles, the
+//! fleet-wide limits it declares on them and the periodic jobs it declares.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jobhost_sdk::limits::{JobLimits, QueueLimits};
 use jobhost_sdk::{QueueConfig, RetryPolicy};
+
+use super::Schedule;
 
 /// What a plugin serves: its queues and the job types it handles.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +21,9 @@ pub struct Manifest {
     pub jobs: Vec<JobSpec>,
     /// The fleet-wide limits it declares on them.
     pub limits: DeclaredLimits,
+    /// The periodic schedules it declares (`#[job(cron = ..)]`), by job type, the name of
+    /// each; the operator's grants file may override one by a schedule of that name.
+    pub schedules: BTreeMap<String, Arc<Schedule>>,
 }
 
 /// The concurrency caps and rate limits a plugin declares on its queues

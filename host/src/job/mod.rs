@@ -13,6 +13,8 @@
 //!   job shows it.
 //! - [`Utc`]: a moment as the log, dead letters and the CLI show it.
 //! - [`MAX_HOLD_DELAY`], [`DelayTooLong`]: how long a job can wait in a hold queue.
+//! - [`Schedule`], [`Timing`], [`Missed`]: when a periodic job fires, the operator's or a
+//!   plugin's, and the rules both are read by ([`schedule`]).
 
 mod delay;
 mod expiry;
@@ -20,6 +22,7 @@ mod invocation;
 mod manifest;
 mod operator;
 mod plugin_change;
+pub mod schedule;
 mod settled;
 mod utc;
 
@@ -30,5 +33,6 @@ pub use invocation::{FollowUp, Invocation, Outcome};
 pub use manifest::{DeclaredLimits, JOB_TYPE_MAX, JobSpec, Manifest, ManifestError, job_type_rule};
 pub use operator::{Cancellation, OPERATOR_MAX, Operator};
 pub use plugin_change::PluginChange;
+pub use schedule::{Missed, Schedule, Timing};
 pub use settled::{DeadCause, Delayed, JobRef, OTHER_JOB_TYPE, Settled, SettledJob, Throttle};
 pub use utc::Utc;

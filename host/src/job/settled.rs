@@ -60,6 +60,8 @@ pub struct JobRef<'a> {
     pub job_type: &'a str,
     /// The attempt that was settled.
     pub attempt: u32,
+    /// The schedule whose tick enqueued it, as its envelope says (unchecked).
+    pub schedule: Option<&'a str>,
 }
 
 /// How one delivery was settled.

@@ -4,7 +4,8 @@
 //! guard for everything else (a hand-written component, an older SDK), so a manifest the
 //! host cannot honour is refused at load instead of misbehaving at the first failure.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jobhost_sdk::limits::{
@@ -14,7 +15,10 @@ use jobhost_sdk::{Backoff, QueueConfig, QueueType, RetryPolicy};
 
 use super::bindings::types as wit;
 use crate::broker::{MAX_HOLD_DELAY, SHORT_STRING_MAX, UNIQUE_FOR_MAX, queue_name_rule};
-use crate::job::{DeclaredLimits, JobSpec, Manifest, ManifestError, job_type_rule};
+use crate::job::schedule::{self as rules, CATCH_UP_MAX, PAYLOAD_MAX};
+use crate::job::{
+    DeclaredLimits, JobSpec, Manifest, ManifestError, Missed, Schedule, Timing, job_type_rule,
+};
 use crate::text::{self, NAME_MAX};
 
 /// Turn the guest's manifest into host types, refusing what the host cannot honour.
@@ -43,14 +47,22 @@ pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestErro
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut job_names = HashSet::new();
+    let mut schedules = BTreeMap::new();
     let jobs = manifest
         .jobs
         .into_iter()
-        .map(|job| {
+        .map(|mut job| {
             let declared = job_limits(&job)?;
+            let schedule = job.schedule.take();
             let job = job_spec(job)?;
+            let schedule = schedule
+                .map(|schedule| job_schedule(&job.name, &schedule))
+                .transpose()?;
             if declared != JobLimits::default() {
                 limits.jobs.insert(job.name.clone(), declared);
+            }
+            if let Some(schedule) = schedule {
+                schedules.insert(job.name.clone(), Arc::new(schedule));
             }
             if !queue_names.contains(&job.queue) {
                 return Err(ManifestError::UnknownQueue {
@@ -69,6 +81,57 @@ pub(super) fn from_wit(manifest: wit::Manifest) -> Result<Manifest, ManifestErro
         queues,
         jobs,
         limits,
+        schedules,
+    })
+}
+
+/// The schedule job type `name` declares, checked by the rules the grants file's schedules
+/// are read by, and named after the job type.
+fn job_schedule(name: &str, declared: &wit::JobSchedule) -> Result<Schedule, ManifestError> {
+    let owner = format!("job `{}`", shown(name));
+    let invalid = |why: String| setting(&owner, "schedule", why);
+    rules::schedule_name_rule(name).map_err(invalid)?;
+    let timing = match &declared.timing {
+        wit::ScheduleTiming::Cron(cron) => {
+            let tz = if cron.tz.is_empty() {
+                chrono_tz::Tz::UTC
+            } else {
+                rules::time_zone(&cron.tz)
+                    .map_err(|why| invalid(format!("tz `{}`: {why}", shown(&cron.tz))))?
+            };
+            let parsed = rules::cron(&cron.expression)
+                .map_err(|why| invalid(format!("cron `{}`: {why}", shown(&cron.expression))))?;
+            Timing::Cron {
+                cron: Box::new(parsed),
+                tz,
+            }
+        }
+        wit::ScheduleTiming::Every(ms) => Timing::Every(
+            rules::every_period(Duration::from_millis(*ms))
+                .map_err(|why| invalid(format!("every: {why}")))?,
+        ),
+    };
+    // Bounded before it is parsed: the text is the guest's.
+    if declared.payload.len() > PAYLOAD_MAX {
+        let size = declared.payload.len();
+        return Err(invalid(format!(
+            "payload of {size} bytes; it may have at most {PAYLOAD_MAX}"
+        )));
+    }
+    let payload = serde_json::from_str(&declared.payload)
+        .map_err(|err| invalid(format!("payload is not JSON: {err}")))
+        .and_then(|json| rules::payload(json).map_err(invalid))?;
+    let missed = match declared.catch_up {
+        0 => Missed::Skip,
+        n if n <= CATCH_UP_MAX => Missed::CatchUp(n),
+        n => return Err(invalid(format!("catch_up {n}: at most {CATCH_UP_MAX}"))),
+    };
+    Ok(Schedule {
+        job_type: name.to_owned(),
+        timing,
+        payload,
+        missed,
+        enabled: true,
     })
 }
 

@@ -24,6 +24,7 @@ fn job(name: &str, queue: &str) -> wit::JobConfig {
         concurrency: None,
         rate: None,
         unique: None,
+        schedule: None,
     }
 }
 
@@ -441,4 +442,104 @@ fn a_quorum_queue_keeps_its_type() {
     };
     let parsed = from_wit(manifest(vec![q], vec![job("j", "q")])).expect("valid");
     assert_eq!(parsed.queues[0].queue_type, QueueType::Quorum);
+}
+
+fn scheduled(
+    name: &str,
+    timing: wit::ScheduleTiming,
+    payload: &str,
+    catch_up: u32,
+) -> wit::JobConfig {
+    wit::JobConfig {
+        schedule: Some(wit::JobSchedule {
+            timing,
+            payload: payload.to_owned(),
+            catch_up,
+        }),
+        ..job(name, "q")
+    }
+}
+
+fn cron(expression: &str, tz: &str) -> wit::ScheduleTiming {
+    wit::ScheduleTiming::Cron(wit::CronSchedule {
+        expression: expression.to_owned(),
+        tz: tz.to_owned(),
+    })
+}
+
+#[test]
+fn a_declared_schedule_is_kept_under_its_job_type_read_as_the_grants_file_reads_one() {
+    let jobs = vec![
+        scheduled(
+            "report.Daily",
+            cron("0 7 * * *", "Europe/Paris"),
+            r#"{"kind":"daily"}"#,
+            3,
+        ),
+        scheduled("tick.Every", wit::ScheduleTiming::Every(30_000), "{}", 0),
+        job("plain", "q"),
+    ];
+    let parsed = from_wit(manifest(vec![queue("q")], jobs)).expect("valid");
+    assert_eq!(
+        parsed.schedules.len(),
+        2,
+        "only the job types that declare one"
+    );
+    let daily = &parsed.schedules["report.Daily"];
+    assert_eq!(daily.job_type, "report.Daily");
+    assert_eq!(daily.payload, serde_json::json!({"kind": "daily"}));
+    assert_eq!(daily.missed, Missed::CatchUp(3));
+    assert!(daily.enabled);
+    // 2026-12-07 06:00 UTC is 07:00 in Paris.
+    assert_eq!(
+        daily.timing.next_after(1_796_600_000_000),
+        Some(1_796_623_200_000)
+    );
+    let every = &parsed.schedules["tick.Every"];
+    assert_eq!(every.timing, Timing::Every(Duration::from_secs(30)));
+    assert_eq!(every.missed, Missed::Skip);
+}
+
+#[test]
+fn a_declared_schedule_the_host_cannot_fire_refuses_the_plugin_saying_why() {
+    let big = format!("\"{}\"", "x".repeat(70_000));
+    for (declared, wanted) in [
+        (
+            scheduled("j", cron("0 7 * *", ""), "{}", 0),
+            "job `j`: `schedule` cron `0 7 * *`: 4 fields",
+        ),
+        (
+            scheduled("j", cron("0 61 * * *", ""), "{}", 0),
+            "job `j`: `schedule` cron `0 61 * * *`",
+        ),
+        (
+            scheduled("j", cron("0 7 * * *", "Mars/Olympus"), "{}", 0),
+            "job `j`: `schedule` tz `Mars/Olympus`: not an IANA time zone",
+        ),
+        (
+            scheduled("j", wit::ScheduleTiming::Every(999), "{}", 0),
+            "job `j`: `schedule` every: it must be at least 1s",
+        ),
+        (
+            scheduled("j", wit::ScheduleTiming::Every(1_000), "{not json", 0),
+            "job `j`: `schedule` payload is not JSON",
+        ),
+        (
+            scheduled("j", wit::ScheduleTiming::Every(1_000), &big, 0),
+            "job `j`: `schedule` payload of 70002 bytes; it may have at most 65536",
+        ),
+        (
+            scheduled("j", wit::ScheduleTiming::Every(1_000), "{}", 1_001),
+            "job `j`: `schedule` catch_up 1001: at most 1000",
+        ),
+        (
+            scheduled("a b", wit::ScheduleTiming::Every(1_000), "{}", 0),
+            "job `a b`: `schedule` schedule name `a b`",
+        ),
+    ] {
+        let err = from_wit(manifest(vec![queue("q")], vec![declared]))
+            .expect_err(wanted)
+            .to_string();
+        assert!(err.contains(wanted), "{err}");
+    }
 }

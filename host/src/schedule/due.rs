@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::grants::{Missed, Timing};
+use crate::job::{Missed, Timing};
 
 /// How old a tick may be and still fire as if on time.
 pub const ON_TIME: Duration = Duration::from_secs(5);

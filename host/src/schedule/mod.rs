@@ -1,6 +1,6 @@
-//! Periodic jobs: the operator's schedules (`[schedules."NAME"]` of the grants file, see
-//! [`crate::grants::Schedule`]) fired by one [`Scheduler`] per host, exactly once per tick
-//! across the fleet.
+//! Periodic jobs: the operator's schedules (`[schedules."NAME"]` of the grants file) and
+//! the ones loaded plugins declare on their job types (see [`crate::job::Schedule`]), fired
+//! by one [`Scheduler`] per host, exactly once per tick across the fleet.
 //!
 //! # Contract
 //! - Every host runs a scheduler; the one that leads ([`Schedules::lead`]) fires. The
@@ -14,12 +14,18 @@
 //!   host, with the schedule's payload, on the queue the loaded plugin that serves its job
 //!   type declares. A schedule whose job type no loaded plugin serves lets its ticks go as
 //!   missed, with a warning.
+//! - A firing's job names its schedule in its envelope; whichever host settles it for good
+//!   records how it ended beside the firing ([`Endings`]).
 //! - After the publish is confirmed the firing is recorded ([`Schedules::record`]); a
 //!   scheduler that takes the lead reads the last recorded tick and applies the schedule's
 //!   `missed` policy to the ticks since ([`due`]). A schedule with no record starts at the
 //!   first tick after the leader saw it.
-//! - Schedules are read from the grants in force at each pass, so adding, changing,
-//!   disabling or removing one takes effect at the next pass, without a restart. The ticks
+//! - The schedules in force ([`in_force`]) are the grants file's, and each loaded plugin's
+//!   under its job type's name unless the file has a schedule of that name, which then
+//!   replaces it (or, with `enabled = false`, disables it).
+//! - Schedules are read from the grants and plugins in force at each pass, so adding,
+//!   changing, disabling or removing one (in the file, or by loading a plugin) takes effect
+//!   at the next pass, without a restart. The ticks
 //!   of a disabled schedule are not missed ticks: enabled again under the same leader, it
 //!   starts from then (a leader that took over meanwhile knows only the last firing).
 //!
@@ -40,8 +46,10 @@
 
 mod clock;
 mod due;
+mod endings;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -53,14 +61,63 @@ use crate::broker::{
     Backend, BrokerError, Firing, Schedules, Taken, UNIQUE_FOR_MAX, tick_holder, tick_job_id,
     tick_lock,
 };
-use crate::grants::{Missed, Schedule, SharedGrants};
+use crate::grants::{Grants, SharedGrants};
+use crate::job::{Missed, Schedule};
 use crate::producer::EnqueueOptions;
 use crate::telemetry::{Event, Telemetry};
 use crate::text::bounded;
-use crate::worker::Plugins;
+use crate::worker::{Plugins, Registry};
 
 pub use clock::Clock;
 pub use due::{Due, ON_TIME, due};
+pub use endings::Endings;
+
+/// A schedule in force, and where it comes from.
+#[derive(Debug, Clone)]
+pub struct InForce {
+    /// Its name: the grants file's section, or the job type a plugin declares it on.
+    pub name: String,
+    /// When it fires and what.
+    pub schedule: Arc<Schedule>,
+    /// Who set it.
+    pub source: Source,
+}
+
+/// Who set a schedule in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The operator's grants file.
+    File,
+    /// The plugin of this name, on one of its job types.
+    Plugin(String),
+}
+
+/// The schedules in force, by name: the grants file's, and each loaded plugin's under its
+/// job type unless the file has a schedule of that name.
+pub fn in_force(grants: &Grants, plugins: &Registry) -> Vec<InForce> {
+    let mut schedules: BTreeMap<String, InForce> = BTreeMap::new();
+    let mut set = |name: &str, schedule: &Arc<Schedule>, source: Source| {
+        let (name, schedule) = (name.to_owned(), Arc::clone(schedule));
+        schedules.insert(
+            name.clone(),
+            InForce {
+                name,
+                schedule,
+                source,
+            },
+        );
+    };
+    for unit in plugins.units() {
+        for (name, schedule) in &unit.manifest().schedules {
+            set(name, schedule, Source::Plugin(unit.name().to_owned()));
+        }
+    }
+    // The file's after the plugins', so that a schedule of the same name replaces theirs.
+    for (name, schedule) in grants.schedules() {
+        set(name, schedule, Source::File);
+    }
+    schedules.into_values().collect()
+}
 
 /// How often a scheduler that does not lead asks to, and a leader makes sure it still does.
 pub const LEAD_RETRY: Duration = Duration::from_secs(1);
@@ -149,8 +206,9 @@ impl<B: Backend + Schedules + Clone> Scheduler<B> {
             known.clear();
             return wake;
         }
-        let grants = self.grants.current();
-        for (name, schedule) in grants.schedules() {
+        let schedules = in_force(&self.grants.current(), &self.plugins.current());
+        for InForce { name, schedule, .. } in &schedules {
+            let name = name.as_str();
             if !schedule.enabled {
                 // Its ticks while disabled are not missed: enabled again, it starts from then.
                 known.insert(name.to_owned(), self.clock.now_ms());
@@ -235,11 +293,12 @@ impl<B: Backend + Schedules + Clone> Scheduler<B> {
         let job_id = tick_job_id(name, tick);
         let payload: Box<RawValue> = serde_json::value::to_raw_value(&schedule.payload)
             .expect("a JSON value always serializes: it is JSON already");
-        let (envelope, _) = EnqueueOptions::new().job_id(job_id).first_attempt(
+        let (mut envelope, _) = EnqueueOptions::new().job_id(job_id).first_attempt(
             &schedule.job_type,
             route.queue.name.as_str(),
             payload,
         )?;
+        envelope.schedule = Some(name.to_owned());
         self.backend.declare(&route.queue).await?;
         self.backend.publish(&envelope, None).await?;
         self.telemetry
@@ -250,6 +309,7 @@ impl<B: Backend + Schedules + Clone> Scheduler<B> {
             at_ms: self.clock.now_ms(),
             host: self.host.clone(),
             job_id,
+            ended: None,
         };
         if let Err(error) = self.backend.record(name, &firing).await {
             warn!(schedule = name, %error, "a firing was not recorded: its lock keeps it from firing twice");

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{Clock, Scheduler};
+use super::{Clock, Endings, Scheduler};
 use crate::broker::{MemoryBackend, Schedules, tick_job_id};
 use crate::grants::{Grants, SharedGrants};
 use crate::job::{JobSpec, Manifest, Outcome};
@@ -29,8 +29,14 @@ const START: i64 = 1_767_225_600_500;
 
 /// A plugin serving [`JOB_TYPE`] on [`QUEUE`]; the scheduler only routes to it.
 fn plugins() -> Plugins {
-    let manifest = Manifest {
+    plugins_declaring(BTreeMap::new())
+}
+
+/// The manifest of a plugin serving [`JOB_TYPE`] on [`QUEUE`], declaring `schedules`.
+fn manifest(schedules: BTreeMap<String, std::sync::Arc<crate::job::Schedule>>) -> Manifest {
+    Manifest {
         limits: Default::default(),
+        schedules,
         name: "reports".into(),
         queues: vec![QueueConfig::new(QUEUE)],
         jobs: vec![JobSpec {
@@ -39,7 +45,12 @@ fn plugins() -> Plugins {
             retry: None,
             timeout: None,
         }],
-    };
+    }
+}
+
+/// [`plugins`], declaring `schedules`.
+fn plugins_declaring(schedules: BTreeMap<String, std::sync::Arc<crate::job::Schedule>>) -> Plugins {
+    let manifest = manifest(schedules);
     let plugins = Plugins::new();
     plugins
         .install(native_unit("reports", manifest, |_| Outcome::Completed {
@@ -334,4 +345,120 @@ async fn a_schedule_enabled_again_does_not_catch_up_the_ticks_it_was_disabled_fo
     );
     assert!(fired.values().all(|n| *n <= 1));
     assert_eq!(metric(&metrics, "jobhost_schedule_missed_ticks_total"), 0);
+}
+
+/// [`plugins`], its job type declaring `every = "1s"` under its own name.
+fn declaring_plugins() -> Plugins {
+    let declared = crate::job::Schedule {
+        job_type: JOB_TYPE.into(),
+        timing: crate::job::Timing::Every(Duration::from_secs(1)),
+        payload: serde_json::json!({"declared": true}),
+        missed: crate::job::Missed::Skip,
+        enabled: true,
+    };
+    plugins_declaring(BTreeMap::from([(
+        JOB_TYPE.to_owned(),
+        std::sync::Arc::new(declared),
+    )]))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_schedule_a_plugin_declares_fires_once_per_tick_until_the_grants_file_disables_it() {
+    let (backend, metrics) = (MemoryBackend::new(), Metrics::new());
+    let empty = SharedGrants::new(Grants::none("jobhost.toml"));
+    let scheduler = Scheduler::new(
+        backend.clone(),
+        empty.clone(),
+        declaring_plugins(),
+        metrics.telemetry(),
+    )
+    .with_clock(Clock::starting_at(START))
+    .with_host("a");
+    let stop_token = CancellationToken::new();
+    let running = tokio::spawn(scheduler.run(stop_token.clone()));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let ids: Vec<Uuid> = backend.pending(QUEUE).iter().map(|e| e.job_id).collect();
+    let per_tick: Vec<usize> = ticks_through(10)
+        .map(|tick| {
+            let id = tick_job_id(JOB_TYPE, tick);
+            ids.iter().filter(|fired| **fired == id).count()
+        })
+        .collect();
+    assert_eq!(
+        per_tick,
+        vec![1; 10],
+        "named after its job type, once per tick"
+    );
+    let payload = backend.pending(QUEUE)[0].payload.get().to_owned();
+    assert_eq!(payload, r#"{"declared":true}"#, "the declared payload");
+
+    // The operator's file disables it by its name, without a rebuild.
+    let off = format!(
+        "[schedules.\"{JOB_TYPE}\"]\njob_type = \"{JOB_TYPE}\"\nevery = \"1s\"\nenabled = false\n"
+    );
+    empty.replace(Grants::parse(Path::new("jobhost.toml"), &off).expect("valid"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before = backend.pending(QUEUE).len();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        backend.pending(QUEUE).len(),
+        before,
+        "disabled by the file: no more firings"
+    );
+    stop_token.cancel();
+    running.await.expect("the scheduler ends");
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_firing_shows_how_its_job_ended_on_the_host_that_ran_it() {
+    use crate::telemetry::Telemetry;
+    use crate::testing::Harness;
+    use crate::worker::WorkerConfig;
+
+    let backend = MemoryBackend::new();
+    // A job whose payload says `fail` is dead-lettered; any other completes.
+    let unit = native_unit("reports", manifest(BTreeMap::new()), |job| {
+        if String::from_utf8_lossy(job.payload).contains("fail") {
+            Outcome::Failed(jobhost_sdk::JobError::fatal("the report failed"))
+        } else {
+            Outcome::Completed { follow_ups: vec![] }
+        }
+    });
+    let config = WorkerConfig {
+        telemetry: Telemetry::none().with(Endings::new(backend.clone())),
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start_on(backend.clone(), [unit], config).await;
+    let text = format!(
+        "[schedules.good]\njob_type = \"{JOB_TYPE}\"\nevery = \"1s\"\n\
+         [schedules.bad]\njob_type = \"{JOB_TYPE}\"\nevery = \"1s\"\npayload = {{ fail = true }}\n"
+    );
+    let grants = SharedGrants::new(Grants::parse(Path::new("jobhost.toml"), &text).expect("valid"));
+    let scheduler = Scheduler::new(
+        backend.clone(),
+        grants,
+        h.plugins.clone(),
+        Telemetry::none(),
+    )
+    .with_clock(Clock::starting_at(START))
+    .with_host("a");
+    let stop_token = CancellationToken::new();
+    let running = tokio::spawn(scheduler.run(stop_token.clone()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop_token.cancel();
+    running.await.expect("the scheduler ends");
+    h.run_until_idle().await;
+    for (schedule, outcome) in [("good", "completed"), ("bad", "dead-lettered")] {
+        let firings = backend.firings(schedule).await.expect("memory");
+        assert_eq!(firings.len(), 3, "{schedule}: {firings:?}");
+        for firing in &firings {
+            let ended = firing.ended.as_ref().expect("each firing's job ended");
+            assert_eq!(
+                (ended.job_id, ended.outcome.as_str(), ended.attempt),
+                (firing.job_id, outcome, 1),
+                "{schedule}"
+            );
+        }
+    }
+    h.shutdown().await;
 }

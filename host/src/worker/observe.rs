@@ -84,6 +84,7 @@ impl<'a> Observation<'a> {
                     job_id: job.job_id,
                     job_type: &job.job_type,
                     attempt: job.attempt,
+                    schedule: job.schedule.as_deref(),
                 }),
                 settled,
                 failure: self.failure.as_deref(),

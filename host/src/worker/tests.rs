@@ -25,6 +25,7 @@ pub(super) fn manifest(name: &str, queue: QueueConfig, jobs: &[&str]) -> Manifes
         .collect();
     Manifest {
         limits: Default::default(),
+        schedules: Default::default(),
         name: name.into(),
         queues: vec![queue],
         jobs,

@@ -49,6 +49,7 @@ async fn api() -> Api {
     let access = AdminAccess::new(TOKEN, "127.0.0.1:0", bound);
     let manifest = Manifest {
         limits: Default::default(),
+        schedules: Default::default(),
         name: "q".into(),
         queues: vec![QueueConfig::new("q")],
         jobs: vec![JobSpec {

@@ -44,6 +44,7 @@ async fn host_on(backend: &MemoryBackend, stop: &CancellationToken) -> String {
     };
     let manifest = Manifest {
         limits: Default::default(),
+        schedules: Default::default(),
         name: "worker".into(),
         queues: vec![queue],
         jobs: vec![job],

@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use jobhost::broker::{Permits, history_queue_name, paused_marker_name};
+use jobhost::broker::{Permits, endings_queue_name, history_queue_name, paused_marker_name};
 use jobhost::worker::WorkerConfig;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -77,10 +77,17 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
     }
     let _cleanup = fixture_queues(&[EMAILS, VERSIONED]).await;
     let _mark = Cleanup::new(&[&paused_marker_name(VERSIONED)]);
-    // The permit queue of the grants file's cap below and its schedule's history.
+    // The permit queue of the grants file's cap below, and the histories of its schedule
+    // and of the one `email-sender` declares, which the page reads.
     let held_at_most = WorkerConfig::default().broker_consumer_timeout;
     let permits = Permits::for_queue(EMAILS, 8, held_at_most);
-    let _limits = Cleanup::new(&[&permits.name, &history_queue_name("nightly")]);
+    let _limits = Cleanup::new(&[
+        &permits.name,
+        &history_queue_name("nightly"),
+        &endings_queue_name("nightly"),
+        &history_queue_name("email.DailyDigest"),
+        &endings_queue_name("email.DailyDigest"),
+    ]);
     let Some(producer) = backend(&unique("dashboard")).await else {
         return;
     };

@@ -46,6 +46,7 @@ fn mixed_unit() -> jobhost::worker::Unit {
         .collect();
     let manifest = Manifest {
         limits: Default::default(),
+        schedules: Default::default(),
         name: "mixed".into(),
         queues: vec![queue],
         jobs,

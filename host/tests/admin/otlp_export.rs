@@ -55,6 +55,7 @@ async fn collector() -> (String, Received) {
 fn manifest() -> Manifest {
     Manifest {
         limits: Default::default(),
+        schedules: Default::default(),
         name: "traced".into(),
         queues: vec![QueueConfig::new("q")],
         jobs: vec![JobSpec {

@@ -166,14 +166,7 @@ fn an_edited_grants_file_applies_to_the_next_jobs_and_a_broken_one_keeps_the_pre
     let grants =
         |greeting: &str| format!("[plugins.http-probe.config]\ngreeting = \"{greeting}\"\n");
     write_grants(&file, &grants("one"));
-    let mut command = jobhost();
-    command
-        .arg("run")
-        .arg("--plugins")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&file);
-    let host = Host::spawn(command, dir, STARTUP);
+    let host = Host::spawn(run_with(&dir, &file), dir, STARTUP);
     let first = check_config(&host, json!({"greeting": "one"}));
     assert!(first.contains("job completed"), "{first}");
 
@@ -586,14 +579,7 @@ fn the_readme_schedule_is_listed_by_jobhost_schedules_with_its_next_tick() {
     let dir = tempfile::tempdir().expect("a temp plugin directory");
     let grants_file = dir.path().join("jobhost.toml");
     write_grants(&grants_file, block);
-    let mut command = jobhost();
-    command
-        .arg("run")
-        .arg("--plugins")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&grants_file);
-    let host = Host::spawn(command, dir, STARTUP);
+    let host = Host::spawn(run_with(&dir, &grants_file), dir, STARTUP);
     let table = stdout_of(&host.cli(&["schedules"]));
     assert!(
         table.contains("nightly-report")
@@ -612,5 +598,68 @@ fn the_readme_schedule_is_listed_by_jobhost_schedules_with_its_next_tick() {
     assert!(
         next_ms > now_ms && next_ms - now_ms <= 25 * 3_600_000,
         "the next 03:00 in Paris is within a day: {schedule}"
+    );
+}
+
+/// A schedule a plugin declares (`email.DailyDigest` of the example `email-sender`), as an
+/// operator sees it and overrides it: listed from the plugin with its next tick, then
+/// disabled by a `[schedules."email.DailyDigest"]` section, without a rebuild or a restart.
+#[test]
+fn a_schedule_a_plugin_declares_is_listed_from_the_plugin_and_the_grants_file_can_disable_it() {
+    let dir = tempfile::tempdir().expect("a temp plugin directory");
+    std::fs::copy(
+        jobhost_fixtures::wasm("email-sender"),
+        dir.path().join("email-sender.wasm"),
+    )
+    .expect("the example copies into the plugin directory");
+    let grants_file = dir.path().join("jobhost.toml");
+    write_grants(&grants_file, "");
+    let host = Host::spawn(run_with(&dir, &grants_file), dir, STARTUP);
+    let digest = |host: &Host| {
+        let listed = json_of(&host.cli(&["schedules", "--json"]));
+        listed
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["name"] == "email.DailyDigest"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let declared = digest(&host);
+    assert_eq!(declared["from"], "plugin email-sender", "{declared}");
+    assert_eq!(declared["job_type"], "email.DailyDigest");
+    assert_eq!(declared["cron"], "0 7 * * *");
+    assert_eq!(declared["tz"], "Europe/Paris");
+    assert_eq!(declared["enabled"], true);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let next_ms = declared["next_ms"].as_i64().expect("a next tick");
+    assert!(
+        next_ms > now_ms && next_ms - now_ms <= 25 * 3_600_000,
+        "the next 07:00 in Paris is within a day: {declared}"
+    );
+    let table = stdout_of(&host.cli(&["schedules"]));
+    assert!(
+        table.contains("plugin email-sender") && table.contains("cron `0 7 * * *` in Europe/Paris"),
+        "{table}"
+    );
+
+    replace_file(
+        &grants_file,
+        "[schedules.\"email.DailyDigest\"]\njob_type = \"email.DailyDigest\"\n\
+         cron = \"0 7 * * *\"\ntz = \"Europe/Paris\"\nenabled = false\n",
+    );
+    let deadline = Instant::now() + PROCESSING;
+    let overridden = loop {
+        let listed = digest(&host);
+        if listed["enabled"] == false || Instant::now() > deadline {
+            break listed;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(overridden["enabled"], false, "{overridden}");
+    assert_eq!(
+        overridden["from"],
+        "[schedules.\"email.DailyDigest\"] in jobhost.toml"
     );
 }

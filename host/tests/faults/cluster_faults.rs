@@ -25,8 +25,6 @@
 //! missing cluster a failure instead.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +33,7 @@ use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 
 use crate::support;
+use crate::support::faults::cluster::Cluster;
 use crate::support::faults::ledger;
 use crate::support::faults::ledger::{DeadLetter, Ledger, LedgerQueues, ledger_id, patience};
 use crate::support::faults::process::HostProcess;
@@ -47,139 +46,6 @@ const DEFAULT_JOBS: usize = 20_000;
 const PREFETCH: usize = 16;
 /// The ledger's policy: five attempts.
 const MAX_ATTEMPTS: u32 = 5;
-
-/// What [`Cluster::queue_table`] shows of each queue, in this order.
-const QUEUE_COLUMNS: [&str; 6] = [
-    "name",
-    "messages",
-    "messages_ready",
-    "messages_unacknowledged",
-    "consumers",
-    "leader",
-];
-
-/// The cluster `.ci/cluster-broker.sh` started.
-struct Cluster {
-    /// Every node, as one comma-separated list.
-    amqp: String,
-    urls: Vec<String>,
-    nodes: Vec<String>,
-    dir: String,
-    ctl: String,
-}
-
-impl Cluster {
-    /// The cluster, or `None` (the test skips, loudly) when there is none and
-    /// `JOBHOST_REQUIRE_CLUSTER` is not `1`.
-    fn from_env() -> Option<Self> {
-        let Ok(amqp) = std::env::var("JOBHOST_CLUSTER_AMQP") else {
-            assert!(
-                std::env::var("JOBHOST_REQUIRE_CLUSTER").as_deref() != Ok("1"),
-                "JOBHOST_REQUIRE_CLUSTER=1 but JOBHOST_CLUSTER_AMQP is unset: run the test \
-                 under `.ci/cluster-broker.sh`"
-            );
-            eprintln!(
-                "SKIPPED: no RabbitMQ cluster (JOBHOST_CLUSTER_AMQP is unset); run \
-                 `.ci/cluster-broker.sh cargo test -p jobhost --test faults cluster_faults::`"
-            );
-            return None;
-        };
-        let var = |name: &str| {
-            std::env::var(name).unwrap_or_else(|_| panic!("{name} is set by cluster-broker.sh"))
-        };
-        let urls = amqp.split(',').map(str::to_owned).collect();
-        let nodes = var("JOBHOST_CLUSTER_NODES")
-            .split(',')
-            .map(str::to_owned)
-            .collect();
-        Some(Self {
-            amqp,
-            urls,
-            nodes,
-            dir: var("JOBHOST_CLUSTER_DIR"),
-            ctl: var("JOBHOST_CLUSTER_CTL"),
-        })
-    }
-
-    /// Run `tool` (`rabbitmqctl`, or `rabbitmq-queues` beside it) against `node`.
-    fn run(&self, tool: &str, node: usize, args: &[&str]) -> Output {
-        Command::new(Path::new(&self.ctl).with_file_name(tool))
-            .env("HOME", &self.dir)
-            .arg("-n")
-            .arg(&self.nodes[node])
-            .args(args)
-            .output()
-            .unwrap_or_else(|error| panic!("{tool} does not run: {error}"))
-    }
-
-    fn ctl(&self, node: usize, args: &[&str]) {
-        let output = self.run("rabbitmqctl", node, args);
-        assert!(
-            output.status.success(),
-            "rabbitmqctl -n {} {args:?} failed: {}",
-            self.nodes[node],
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-
-    /// Wait (at most `limit`) until losing `node` leaves every quorum queue a majority:
-    /// a node just started again holds replicas that must catch up first.
-    async fn await_not_quorum_critical(&self, node: usize, limit: Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let output = self.run(
-                "rabbitmq-queues",
-                node,
-                &["check_if_node_is_quorum_critical"],
-            );
-            if output.status.success() {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{} stays quorum-critical for {limit:?}: {}",
-                self.nodes[node],
-                String::from_utf8_lossy(&output.stdout)
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-
-    /// Every queue of the cluster as `rabbitmqctl list_queues` on `node` sees it: its
-    /// messages (all, ready, unacknowledged) and consumers, which tells a job waiting in a
-    /// hold queue, delivered to a consumer or stranded by the broker from one that is lost.
-    fn queue_table(&self, node: usize) -> String {
-        let list = ["-q", "-t", "30", "list_queues"];
-        said(&self.run("rabbitmqctl", node, &[&list[..], &QUEUE_COLUMNS].concat()))
-    }
-
-    /// Move `queue`'s leader to node `to`, with the one-queue command of docs/scaling.md,
-    /// "Watch hold queues after two failovers in a row", through
-    /// `node`; returns what the broker said (`{migrated,NODE}`). The remedy when a hold
-    /// queue strands expired messages: at-least-once dead-lettering runs in a worker its
-    /// leader starts, two elections in quick succession can leave the leader without one
-    /// (rabbitmq-server#15548, fixed upstream in 2026), and a new leader starts one.
-    fn move_leader(&self, node: usize, queue: &str, to: &str) -> String {
-        let command = format!(
-            r#"{{ok, Q}} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{queue}">>)), rabbit_quorum_queue:transfer_leadership(Q, {to})."#
-        );
-        said(&self.run("rabbitmqctl", node, &["eval", &command]))
-            .trim()
-            .to_owned()
-    }
-
-    /// SIGKILL the node's Erlang VM: no goodbye to its peers or clients.
-    fn kill(&self, node: usize) {
-        let name = self.nodes[node].split('@').next().expect("a node name");
-        let pid = std::fs::read_to_string(format!("{}/{name}/pid", self.dir))
-            .expect("the node's pid file");
-        let status = Command::new("kill")
-            .args(["-9", pid.trim()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "node {} is killed", self.nodes[node]);
-    }
-}
 
 fn job_count() -> usize {
     std::env::var("JOBHOST_FAULT_JOBS").map_or(DEFAULT_JOBS, |value| {
@@ -305,7 +171,7 @@ async fn wait_for_every_outcome(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a_killed_host() {
-    let Some(cluster) = Cluster::from_env() else {
+    let Some(cluster) = Cluster::from_env().await else {
         return;
     };
     let jobs = job_count();
@@ -482,15 +348,6 @@ async fn two_hosts_on_a_cluster_lose_no_job_to_a_stopped_node_a_killed_node_or_a
         duplicated <= bound,
         "{duplicated} duplicates, more than at-least-once explains ({bound})"
     );
-}
-
-/// What a command printed: its standard output, then its standard error.
-fn said(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// A hold queue holding messages that are neither ready nor unacknowledged: dead letters

@@ -1,14 +1,17 @@
 //! Faults under load, each job counted in a ledger kept apart from the hosts: the fault
-//! suite on the test broker (`faults_suite`, with its `scenarios`), and scale-out and high
-//! availability on a three-node cluster (`cluster_faults`).
+//! suite on the test broker (`faults_suite`, with its `scenarios`), scale-out and high
+//! availability on a three-node cluster (`cluster_faults`), and what pauses, unique keys,
+//! caps and rate limits keep across a restart of that cluster (`cluster_restarts`).
 //!
 //! The fault suite needs the broker at `AMQP_URL` and `rabbitmqctl` for it: it stops and
 //! starts the broker application, so it runs in a binary apart from the other broker
-//! tests. The cluster scenario needs the nodes `.ci/cluster-broker.sh` starts; without
-//! them it says so and passes.
+//! tests. The cluster tests need the nodes `.ci/cluster-broker.sh` starts; without them
+//! they say so and pass. `cluster_faults` kills a node for good, so on one cluster it runs
+//! last (`.ci/test` runs `cluster_restarts` first).
 //!
 //! ```text
 //! cargo test -p jobhost --test faults -- --nocapture
+//! .ci/cluster-broker.sh cargo test -p jobhost --test faults cluster_restarts:: -- --nocapture
 //! .ci/cluster-broker.sh cargo test -p jobhost --test faults cluster_faults:: -- --nocapture
 //! ```
 
@@ -16,5 +19,6 @@
 mod support;
 
 mod cluster_faults;
+mod cluster_restarts;
 mod faults_suite;
 mod scenarios;

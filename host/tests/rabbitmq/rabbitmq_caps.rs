@@ -20,13 +20,8 @@
 //! Each test runs in a virtual host of its own, deleted at the end with everything in it,
 //! so the broker is left as it was found and no other test's hosts take these jobs.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::{Query, State};
-use axum::routing::get;
 use jobhost::broker::{Backend, Permits, RabbitMqBackend, Tokens};
 use jobhost::envelope::Envelope;
 use lapin::options::QueueDeclareOptions;
@@ -34,21 +29,29 @@ use lapin::types::FieldTable;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use crate::support::cli::{Host, STARTUP, jobhost, json_of, stdout_of, write_grants};
+use crate::support::cli::{Host, json_of, stdout_of, write_grants};
+use crate::support::probe::{
+    BUSY_RETRY_AFTER, Call, FETCH, Ledger, QUEUE, completions, fetch, grants_file, rate_of,
+    starts_of, until,
+};
 use crate::support::{
-    PATIENCE, Vhost, backend, publish_plainly, raw_channel_at, ready, unique, within,
+    PATIENCE, Vhost, backend, probe, publish_plainly, raw_channel_at, ready, unique, within,
 };
 
-/// The queue and job type of the `http-probe` fixture.
-const QUEUE: &str = "test.http_probe";
-const FETCH: &str = "probe.Fetch";
 const LIMITED: &str = "probe.Limited";
-
-/// How long the ledger holds a call: long enough that calls of different hosts overlap.
-const CALL: Duration = Duration::from_millis(300);
 
 /// How long jobs wait for a permit between tries (`--retry-granularity`).
 const STEP: &str = "100ms";
+
+/// A `jobhost run` on the test's virtual host serving `http-probe`, with `grants`.
+fn start_host(vhost: &Vhost, grants: &str) -> Host {
+    probe::start_host(&vhost.url, grants, STEP)
+}
+
+/// [`start_host`] with a retry granularity of `step`.
+fn start_host_stepped(vhost: &Vhost, grants: &str, step: &str) -> Host {
+    probe::start_host(&vhost.url, grants, step)
+}
 
 /// Whether the broker tests run here; `backend` fails the test if the broker is missing
 /// and no skip was asked for.
@@ -183,187 +186,6 @@ async fn squat(vhost: &Vhost, queue: &str, count: usize, garbage: &[u8]) -> lapi
     channel
 }
 
-/// An HTTP server the jobs call: the ledger, apart from the hosts. `/work?key=K&i=N` answers
-/// after [`CALL`]; `/stall?key=K&i=N` does the same, unless stalling is on, when it never
-/// answers; `/busy?key=K&i=N` answers `429` with `Retry-After: 2` to a key's first call,
-/// and `200` at once to the rest.
-#[derive(Default)]
-struct Ledger {
-    calls: Mutex<Vec<Call>>,
-    stalling: Mutex<bool>,
-}
-
-/// What `/busy` asks a key's first caller to wait.
-const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
-
-#[derive(Debug, Clone)]
-struct Call {
-    path: &'static str,
-    key: String,
-    started: Instant,
-    ended: Option<Instant>,
-}
-
-impl Ledger {
-    async fn start() -> (Arc<Self>, String) {
-        let ledger = Arc::new(Self::default());
-        let app = Router::new()
-            .route("/work", get(|s, q| call(s, q, "/work")))
-            .route("/stall", get(|s, q| call(s, q, "/stall")))
-            .route("/busy", get(busy))
-            .with_state(Arc::clone(&ledger));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a local port");
-        let origin = format!("http://{}", listener.local_addr().expect("its address"));
-        tokio::spawn(async move { axum::serve(listener, app).await.expect("the ledger runs") });
-        (ledger, origin)
-    }
-
-    fn calls(&self) -> Vec<Call> {
-        self.calls.lock().expect("the ledger").clone()
-    }
-
-    fn count(&self, path: &str, ended: bool) -> usize {
-        self.calls()
-            .iter()
-            .filter(|c| c.path == path && (!ended || c.ended.is_some()))
-            .count()
-    }
-
-    /// The most calls of `key` (every key: `None`) that were running at one instant, among
-    /// the calls `keep` keeps.
-    fn most_at_once(&self, key: Option<&str>, keep: impl Fn(&Call) -> bool) -> usize {
-        let mut edges: Vec<(Instant, i32)> = Vec::new();
-        for call in self.calls().iter().filter(|c| keep(c)) {
-            if key.is_some_and(|key| call.key != key) {
-                continue;
-            }
-            edges.push((call.started, 1));
-            edges.push((call.ended.unwrap_or_else(Instant::now), -1));
-        }
-        // An end before a start at the same instant: back to back is not at once.
-        edges.sort();
-        let (mut now, mut most) = (0, 0);
-        for (_, step) in edges {
-            now += step;
-            most = most.max(now);
-        }
-        usize::try_from(most).unwrap_or(0)
-    }
-}
-
-async fn call(
-    State(ledger): State<Arc<Ledger>>,
-    Query(query): Query<HashMap<String, String>>,
-    path: &'static str,
-) -> &'static str {
-    let key = query.get("key").cloned().unwrap_or_default();
-    let index = {
-        let mut calls = ledger.calls.lock().expect("the ledger");
-        calls.push(Call {
-            path,
-            key,
-            started: Instant::now(),
-            ended: None,
-        });
-        calls.len() - 1
-    };
-    let stall = path == "/stall" && *ledger.stalling.lock().expect("the ledger");
-    if stall {
-        // Until the caller goes away, which drops this call unended.
-        std::future::pending::<()>().await;
-    } else {
-        tokio::time::sleep(CALL).await;
-    }
-    ledger.calls.lock().expect("the ledger")[index].ended = Some(Instant::now());
-    "done"
-}
-
-async fn busy(
-    State(ledger): State<Arc<Ledger>>,
-    Query(query): Query<HashMap<String, String>>,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let key = query.get("key").cloned().unwrap_or_default();
-    let now = Instant::now();
-    let mut calls = ledger.calls.lock().expect("the ledger");
-    let first = !calls.iter().any(|c| c.path == "/busy" && c.key == key);
-    calls.push(Call {
-        path: "/busy",
-        key,
-        started: now,
-        ended: Some(now),
-    });
-    if first {
-        let wait = BUSY_RETRY_AFTER.as_secs().to_string();
-        let headers = [("retry-after", wait)];
-        (axum::http::StatusCode::TOO_MANY_REQUESTS, headers, "busy").into_response()
-    } else {
-        "done".into_response()
-    }
-}
-
-/// Where [`start_host`] wrote `host`'s grants file.
-fn grants_file(host: &Host) -> std::path::PathBuf {
-    host.plugin_dir().join("grants").join("jobhost.toml")
-}
-
-/// A `jobhost run` on the test's virtual host serving `http-probe`, with `grants`.
-fn start_host(vhost: &Vhost, grants: &str) -> Host {
-    start_host_stepped(vhost, grants, STEP)
-}
-
-/// [`start_host`] with a retry granularity of `step`.
-fn start_host_stepped(vhost: &Vhost, grants: &str, step: &str) -> Host {
-    let dir = tempfile::tempdir().expect("a plugin directory");
-    std::fs::copy(
-        jobhost_fixtures::wasm("http-probe"),
-        dir.path().join("http-probe.wasm"),
-    )
-    .expect("the fixture copies");
-    let config = dir.path().join("grants").join("jobhost.toml");
-    std::fs::create_dir(config.parent().expect("a parent")).expect("a grants directory");
-    write_grants(&config, grants);
-    let mut command = jobhost();
-    command
-        .args([
-            "run",
-            "--amqp",
-            &vhost.url,
-            "--retry-granularity",
-            step,
-            "--config",
-        ])
-        .arg(&config)
-        .arg("--plugins")
-        .arg(dir.path());
-    let host = Host::spawn(command, dir, STARTUP);
-    host.wait_for_line(STARTUP, |l| {
-        l.contains("consuming") && l.contains(&format!("queue={QUEUE}"))
-    });
-    host
-}
-
-async fn fetch(backend: &RabbitMqBackend, origin: &str, path: &str, key: &str, i: usize) {
-    let payload = json!({"url": format!("{origin}{path}?key={key}&i={i}"), "customer": key});
-    let payload = RawValue::from_string(payload.to_string()).expect("JSON");
-    backend
-        .publish(&Envelope::new(FETCH, QUEUE, payload), None)
-        .await
-        .expect("the job is published");
-}
-
-/// Wait until `condition` holds, polling the ledger; fail naming `what` after `limit`.
-async fn until(limit: Duration, what: &str, condition: impl Fn() -> bool) {
-    within(limit, what, async {
-        while !condition() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hosts_never_run_more_than_a_keys_cap_and_a_killed_hosts_permits_come_back() {
     if !broker_present().await {
@@ -379,7 +201,7 @@ async fn two_hosts_never_run_more_than_a_keys_cap_and_a_killed_hosts_permits_com
     let patience = Duration::from_secs(60);
 
     // Host A takes both permits of key c1 and stalls in them.
-    *ledger.stalling.lock().expect("the ledger") = true;
+    ledger.stall(true);
     let mut a = start_host(&vhost, &grants);
     for i in 0..2 {
         fetch(&producer, &origin, "/stall", "c1", i).await;
@@ -405,7 +227,7 @@ async fn two_hosts_never_run_more_than_a_keys_cap_and_a_killed_hosts_permits_com
     );
 
     // SIGKILL host A while it holds them: host B runs the rest.
-    *ledger.stalling.lock().expect("the ledger") = false;
+    ledger.stall(false);
     let killed_at = Instant::now();
     a.signal("KILL", PATIENCE);
     // The dead host's calls never end in the ledger: their connections just dropped.
@@ -452,12 +274,7 @@ async fn two_hosts_never_run_more_than_a_keys_cap_and_a_killed_hosts_permits_com
         ledger.count("/work", true) == 18
     })
     .await;
-    let this_phase = |c: &Call| c.started > phase;
-    let (c1, c2, all) = (
-        ledger.most_at_once(Some("c1"), this_phase),
-        ledger.most_at_once(Some("c2"), this_phase),
-        ledger.most_at_once(None, this_phase),
-    );
+    let (c1, c2, all) = ledger.most_at_once_since(phase, "c1", "c2");
     eprintln!(
         "most at once: c1 {c1}, c2 {c2}, both keys {all}; completions: host A {}, host B {}",
         completions(&a),
@@ -507,14 +324,6 @@ fn fetch_field(host: &Host, field: &str) -> serde_json::Value {
         .and_then(|jobs| jobs.iter().find(|job| job["name"] == FETCH))
         .map(|job| job[field].clone())
         .unwrap_or_default()
-}
-
-/// How many jobs of `probe.Fetch` a host completed, by its log.
-fn completions(host: &Host) -> usize {
-    host.log_lines()
-        .iter()
-        .filter(|l| l.contains("job completed") && l.contains(FETCH))
-        .count()
 }
 
 // Rate limits (docs/flow-control.md, "Rate limits").
@@ -588,47 +397,6 @@ async fn a_token_queue_someone_else_made_and_filled_with_garbage_throttles_and_b
         "each take dropped at most burst + 1 garbage messages, and all of them are gone"
     );
     host.close().await;
-}
-
-/// When the calls of `key` started, in order.
-fn starts_of(ledger: &Ledger, key: &str) -> Vec<Instant> {
-    let mut starts: Vec<_> = ledger
-        .calls()
-        .iter()
-        .filter(|c| c.key == key)
-        .map(|c| c.started)
-        .collect();
-    starts.sort();
-    starts
-}
-
-/// The most of `starts` in any one second; the rate from the first to the last one, not
-/// counting `burst` (which may start at once); and by how much the starts ran ahead of
-/// `per_second`·t at most (which a rate limit keeps at its burst).
-fn rate_of(starts: &[Instant], burst: usize, per_second: f64) -> (usize, f64, f64) {
-    let most = starts
-        .iter()
-        .map(|from| {
-            starts
-                .iter()
-                .filter(|at| **at >= *from && **at - *from < Duration::from_secs(1))
-                .count()
-        })
-        .max()
-        .unwrap_or(0);
-    let span = starts
-        .last()
-        .zip(starts.first())
-        .map(|(last, first)| *last - *first);
-    let rate = span.map_or(0.0, |span| {
-        starts.len().saturating_sub(burst) as f64 / span.as_secs_f64()
-    });
-    let ahead = starts
-        .iter()
-        .enumerate()
-        .map(|(n, at)| (n + 1) as f64 - per_second * (*at - starts[0]).as_secs_f64())
-        .fold(0.0, f64::max);
-    (most, rate, ahead)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -781,12 +549,7 @@ async fn two_hosts_keep_the_limits_a_plugin_declares_and_a_retry_after_holds_bac
         ledger.count("/work", true) == 16
     })
     .await;
-    let this_phase = |c: &Call| c.started > phase;
-    let (d1, d2, all) = (
-        ledger.most_at_once(Some("d1"), this_phase),
-        ledger.most_at_once(Some("d2"), this_phase),
-        ledger.most_at_once(None, this_phase),
-    );
+    let (d1, d2, all) = ledger.most_at_once_since(phase, "d1", "d2");
     eprintln!(
         "declared cap of 2 per customer on two hosts: most at once d1 {d1}, d2 {d2}, both {all}"
     );
@@ -847,7 +610,11 @@ async fn two_hosts_keep_the_limits_a_plugin_declares_and_a_retry_after_holds_bac
     );
     // A token the leader published in the instant before the hold reached it may still be
     // taken (docs/flow-control.md, "Retry-After"): at most one call inside the wait.
-    assert_eq!(r1_later.len(), 6, "each job of r1 called once more: {r1_later:?}");
+    assert_eq!(
+        r1_later.len(),
+        6,
+        "each job of r1 called once more: {r1_later:?}"
+    );
     let early = r1_later.iter().filter(|at| **at < BUSY_RETRY_AFTER).count();
     assert!(
         early <= 1,

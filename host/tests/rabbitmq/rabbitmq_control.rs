@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 use crate::support;
 use crate::support::cli::{
-    Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, stdout_of, write_grants,
+    Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, logs, stdout_of, write_grants,
 };
 use crate::support::faults::ledger::{Ledger, LedgerQueues, fresh_ids, publish_all};
 use crate::support::{
@@ -61,16 +61,6 @@ fn start_configured(fixture: &str, url: &str, config: Option<&std::path::Path>) 
     tokio::task::block_in_place(|| Host::spawn(command, dir, STARTUP))
 }
 
-/// What must not happen, watched for `span`: no job of `ids` completes in `ledger`.
-async fn none_completes(ledger: &mut Ledger, ids: &[u64], span: Duration, while_: &str) {
-    let watched = Instant::now();
-    while watched.elapsed() < span {
-        ledger.drain().await;
-        assert_eq!(ledger.completed(ids), 0, "no job runs while {while_}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// Two hosts of `fixture` on the broker at `url`, once each consumes `queue`.
 fn fleet(fixture: &str, url: &str, queue: &str) -> [Host; 2] {
     let hosts = [start(fixture, url), start(fixture, url)];
@@ -88,13 +78,6 @@ fn consuming(host: &Host, queue: &str, skip: usize) {
             l.contains("consuming") && !l.contains("stopped") && l.contains(&field)
         })
     });
-}
-
-/// Wait for a line of `host` containing every one of `parts`.
-fn logs(host: &Host, within: Duration, parts: &[&str]) -> String {
-    tokio::task::block_in_place(|| {
-        host.wait_for_line(within, |l| parts.iter().all(|part| l.contains(part)))
-    })
 }
 
 /// Run `jobhost ARGS` against `host`'s admin API, expecting success; its stdout.
@@ -146,7 +129,9 @@ async fn a_pause_survives_a_restart_of_every_host_and_a_held_job_cancelled_never
     }
     // A few seconds in which two hosts idle next to 20 ready jobs.
     let paused = "the queue is paused";
-    none_completes(&mut ledger, &ids, Duration::from_secs(3), paused).await;
+    ledger
+        .none_complete(&ids, Duration::from_secs(3), paused)
+        .await;
     let channel = queues.raw_channel().await;
     assert_eq!(
         ready(&channel, work_queue).await,
@@ -270,7 +255,9 @@ async fn a_queue_paused_in_the_grants_file_is_consumed_by_no_host_until_the_file
         );
     }
     let paused = "the file pauses the queue";
-    none_completes(&mut ledger, &ids, Duration::from_secs(2), paused).await;
+    ledger
+        .none_complete(&ids, Duration::from_secs(2), paused)
+        .await;
     let channel = queues.raw_channel().await;
     assert_eq!(
         ready(&channel, work_queue).await,

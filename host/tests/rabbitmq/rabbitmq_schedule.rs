@@ -217,11 +217,19 @@ async fn a_fleet_fires_each_tick_once_through_a_sigkill_of_its_leader_and_a_rest
         tick_job_id(&schedule, newest["tick_ms"].as_i64().expect("a tick")).to_string(),
         "{view}"
     );
+    // How each firing's job ended, recorded by whichever host ran it: the older half are
+    // seconds old, and a ledger job takes milliseconds. `ledger.Done` is always fatal, so
+    // that its dead letters are the ledger.
+    for firing in &firings[5..] {
+        assert_eq!(firing["ended"]["outcome"], "dead-lettered", "{view}");
+        assert_eq!(firing["ended"]["job_id"], firing["job_id"], "{view}");
+    }
     let table = tokio::task::block_in_place(|| stdout_of(&hosts[0].cli(&["schedules"])));
     assert!(
         table.contains(&schedule)
             && table.contains("every 1s")
-            && table.contains("last firings, newest first"),
+            && table.contains("last firings, newest first")
+            && table.contains("dead-lettered on attempt 1"),
         "{table}"
     );
 

@@ -66,6 +66,7 @@ async fn a_stopped_worker_acks_every_job_it_finished_and_hands_back_only_the_res
     let counts = Arc::new(Counts::default());
     let manifest = Manifest {
         limits: Default::default(),
+        schedules: Default::default(),
         name: "stop".into(),
         queues: vec![queue],
         jobs: vec![JobSpec {

@@ -2,7 +2,9 @@
 //! exactly one and name it to the rest; a lock whose host went away ends with its `for`;
 //! a hostile key is hashed or refused, and a stranger's message in a lock queue does not
 //! keep the key; through a real `jobhost run`, the key is refused while the job waits and
-//! free once it completed, on both `jobhost enqueue` paths.
+//! free once it completed, on both `jobhost enqueue` paths; and a job whose host is
+//! SIGKILLed while it runs keeps its key while another host runs it again, which frees the
+//! key when the job completes there, long before its `for`.
 //!
 //! Every wait is bounded, every name is this run's own, and what a test creates is
 //! deleted when it ends (lock queues included).
@@ -18,11 +20,12 @@ use jobhost_sdk::QueueConfig;
 use uuid::Uuid;
 
 use crate::support;
-use crate::support::cli::{Host, PROCESSING, STARTUP, http_get, jobhost, logged_id};
+use crate::support::cli::{Host, PROCESSING, STARTUP, http_get, jobhost, json_of, logged_id};
+use crate::support::probe::{self, FETCH, until};
 use crate::support::worker::fixture_queues;
 use crate::support::{
-    Cleanup, PATIENCE, amqp_url, backend, publish_plainly, raw_channel, ready, skip_requested,
-    unique,
+    Cleanup, PATIENCE, Vhost, amqp_url, backend, publish_plainly, raw_channel, ready,
+    skip_requested, unique,
 };
 
 const JOB_TYPE: &str = "unique.Job";
@@ -377,6 +380,93 @@ fn through_a_running_host_a_key_is_refused_while_its_job_waits_and_free_once_it_
         left, None,
         "the second job let go of the key, and its queue is gone"
     );
+}
+
+/// `jobhost enqueue probe.Fetch` of a call to `url`, unique by `key` for ten minutes,
+/// through `host`.
+fn enqueue_fetch(host: &Host, url: &str, key: &str) -> std::process::Output {
+    let payload = serde_json::json!({ "url": url, "customer": key }).to_string();
+    tokio::task::block_in_place(|| {
+        host.cli(&[
+            "enqueue",
+            FETCH,
+            &payload,
+            "--unique",
+            key,
+            "--unique-for",
+            "10m",
+            "--json",
+        ])
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unique_job_whose_host_is_killed_mid_run_holds_its_key_until_it_completes_elsewhere() {
+    if backend(&unique("uniq-killed")).await.is_none() {
+        return;
+    }
+    // The fixture's queues, the job's hold queue and its lock, deleted after.
+    let vhost = Vhost::new("uniq-killed");
+    let (ledger, origin) = probe::Ledger::start().await;
+    let grants = format!("[plugins.http-probe]\nallowed_outbound_hosts = [\"{origin}\"]\n");
+    let key = "order-1";
+    let patience = Duration::from_secs(60);
+
+    // Host A runs the job, which waits in a call to the ledger until it lets go.
+    let mut a = probe::start_host(&vhost.url, &grants, "1s");
+    let first = json_of(&enqueue_fetch(
+        &a,
+        &format!("{origin}/hold?key={key}&i=0"),
+        key,
+    ));
+    let first = first["job_id"].as_str().expect("a job id").to_owned();
+    until(patience, "host A to run the job", || {
+        ledger.count("/hold", false) == 1
+    })
+    .await;
+    let b = probe::start_host(&vhost.url, &grants, "1s");
+    a.signal("KILL", PATIENCE);
+    until(patience, "host B to run the job again", || {
+        ledger.count("/hold", false) == 2
+    })
+    .await;
+    let work = format!("{origin}/work?key={key}&i=1");
+    let refused = enqueue_fetch(&b, &work, key);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains(&format!("job {first}")),
+        "the key is held by the job that runs again: {said}"
+    );
+
+    let released = Instant::now();
+    ledger.release();
+    tokio::task::block_in_place(|| {
+        b.wait_for_line(PROCESSING, |l| {
+            l.contains(logged_id(&first)) && l.contains("job completed")
+        })
+    });
+    let second = support::within(patience, "the key to be free", async {
+        loop {
+            let again = enqueue_fetch(&b, &work, key);
+            if again.status.success() {
+                return json_of(&again);
+            }
+            let said = String::from_utf8_lossy(&again.stderr);
+            assert!(said.contains(&format!("job {first}")), "{said}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let freed = released.elapsed();
+    eprintln!(
+        "a unique job whose host was SIGKILLed mid-run kept its key until it completed on the \
+         other host; the key was free {freed:?} after that run was let go (its `for`: 10 min)"
+    );
+    assert_ne!(second["job_id"].as_str(), Some(first.as_str()));
+    until(patience, "the second job of the key to run", || {
+        ledger.count("/work", true) == 1
+    })
+    .await;
 }
 
 /// How many messages `lock`'s queue holds; `None` when it does not exist (a release

@@ -251,6 +251,19 @@ impl Drop for Host {
     }
 }
 
+/// Wait for a line of `host` containing every one of `parts`, from a test on tokio's
+/// multi-threaded runtime.
+pub fn logs(host: &Host, within: Duration, parts: &[&str]) -> String {
+    logs_after(host, 0, within, parts)
+}
+
+/// [`logs`], ignoring the first `skip` lines: what `host` said since then.
+pub fn logs_after(host: &Host, skip: usize, within: Duration, parts: &[&str]) -> String {
+    tokio::task::block_in_place(|| {
+        host.wait_for_line_after(skip, within, |l| parts.iter().all(|part| l.contains(part)))
+    })
+}
+
 /// The whole answer to `GET path` with the extra `headers` from the admin API at `addr`.
 pub fn http_get(addr: &str, path: &str, headers: &[&str]) -> String {
     let mut stream = TcpStream::connect(addr).expect("connects");

@@ -22,6 +22,8 @@ pub(crate) mod node;
 pub(crate) mod outbound;
 /// One shared engine, fixtures loaded once, and invocations with defaults.
 pub(crate) mod plugin;
+/// The `http-probe` fixture's fleet on RabbitMQ and the ledger of the calls its jobs make.
+pub(crate) mod probe;
 /// A worker with a fixture plugin on the test broker.
 pub(crate) mod worker;
 

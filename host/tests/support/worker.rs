@@ -79,6 +79,7 @@ impl Running {
 pub(crate) fn one_job(plugin: &str, queue: &QueueConfig, job_type: &str) -> Manifest {
     Manifest {
         limits: Default::default(),
+        schedules: Default::default(),
         name: plugin.into(),
         queues: vec![queue.clone()],
         jobs: vec![JobSpec {

@@ -7,6 +7,11 @@
 //! - an address containing `flaky` meets a busy server (retryable) on attempts 1 and 2,
 //!   and is sent on attempt 3;
 //! - any other address is sent on the first attempt.
+//!
+//! `email.DailyDigest` is a periodic job the plugin declares: the fleet enqueues one every
+//! morning at 07:00 in Paris, exactly once across its hosts, and it sends the digest as a
+//! follow-up `email.SendEmail`. The operator may move or disable it in the grants file
+//! (`[schedules."email.DailyDigest"]`).
 
 use jobhost_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -25,6 +30,19 @@ struct SendEmail {
     to: String,
     subject: String,
     body: String,
+}
+
+/// The team's daily digest, enqueued by the fleet every morning.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    name = "email.DailyDigest",
+    queue = EmailQueues::Emails,
+    cron = "0 7 * * *",
+    tz = "Europe/Paris",
+    payload = r#"{"to": "team@example.com"}"#
+)]
+struct DailyDigest {
+    to: String,
 }
 
 /// The attempt on which a flaky address finally gets through.
@@ -55,7 +73,24 @@ fn send_email(email: SendEmail, ctx: &JobContext) -> Result<(), JobError> {
     Ok(())
 }
 
-jobhost_sdk::plugin!(queues = EmailQueues, jobs = { SendEmail => send_email });
+fn daily_digest(digest: DailyDigest, ctx: &JobContext) -> Result<(), JobError> {
+    let email = SendEmail {
+        to: digest.to,
+        subject: "Daily digest".to_owned(),
+        body: "Yesterday's emails went out.".to_owned(),
+    };
+    ctx.enqueue(&email)
+        .map_err(|err| JobError::fatal(err.to_string()))?;
+    Ok(())
+}
+
+jobhost_sdk::plugin!(
+    queues = EmailQueues,
+    jobs = {
+        SendEmail => send_email,
+        DailyDigest => daily_digest,
+    }
+);
 
 #[cfg(test)]
 mod tests {
@@ -111,5 +146,24 @@ mod tests {
             .attempt(FLAKY_SUCCEEDS_ON)
             .run(send_email, email("flaky@example.com"));
         assert_eq!(third.result, Ok(()));
+    }
+
+    #[test]
+    fn the_daily_digest_fires_at_seven_in_paris_and_sends_the_payloads_address_a_digest() {
+        use jobhost_sdk::schedule::Timing;
+        let schedule = DailyDigest::schedule().expect("declared");
+        assert_eq!(
+            schedule.timing,
+            Timing::Cron {
+                expression: "0 7 * * *".to_owned(),
+                tz: "Europe/Paris".to_owned()
+            }
+        );
+        let digest: DailyDigest = serde_json::from_str(&schedule.payload).expect("its payload");
+        let run = TestContext::new().run(daily_digest, digest);
+        assert_eq!(run.result, Ok(()));
+        assert_eq!(run.follow_ups.len(), 1);
+        assert_eq!(run.follow_ups[0].job_type, "email.SendEmail");
+        assert_eq!(run.follow_ups[0].payload["to"], "team@example.com");
     }
 }

@@ -5,7 +5,7 @@ use quote::quote;
 use syn::DeriveInput;
 use syn::ext::IdentExt;
 
-use crate::{emit, job_attrs, limits};
+use crate::{emit, job_attrs, limits, schedule};
 
 /// `impl jobhost_sdk::Job` for a checked struct, or every error found in it.
 pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
@@ -28,6 +28,7 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     };
     let timeout = emit::optional_duration(spec.timeout);
     let limits = limits::emit_job(&spec.limits);
+    let schedule = schedule::emit(spec.schedule.as_ref());
     Ok(quote! {
         #[automatically_derived]
         impl ::jobhost_sdk::Job for #ident {
@@ -45,6 +46,10 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
 
             fn limits() -> ::jobhost_sdk::limits::JobLimits {
                 #limits
+            }
+
+            fn schedule() -> ::core::option::Option<::jobhost_sdk::schedule::Schedule> {
+                #schedule
             }
         }
     })

@@ -10,6 +10,7 @@ use crate::attrs::{self, Args};
 use crate::errors::Errors;
 use crate::limits;
 use crate::retry::{self, RetrySpec};
+use crate::schedule;
 use crate::shape::{self, ItemKind};
 
 /// A checked `#[derive(Job)]` struct.
@@ -27,6 +28,8 @@ pub(crate) struct JobSpec {
     pub(crate) timeout: Option<Duration>,
     /// Its fleet-wide per-key cap and rate limit.
     pub(crate) limits: limits::JobLimits,
+    /// Its periodic schedule, if it declares one.
+    pub(crate) schedule: Option<schedule::ScheduleSpec>,
 }
 
 const KEYS: &[&str] = &[
@@ -37,6 +40,11 @@ const KEYS: &[&str] = &[
     "concurrency",
     "rate",
     "unique",
+    "cron",
+    "tz",
+    "every",
+    "payload",
+    "catch_up",
 ];
 const QUEUE_EXAMPLE: &str = "AppQueues::Images";
 
@@ -78,18 +86,25 @@ pub(crate) fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
         }
     };
     let limits = limits::job(&args, &mut errors);
-    let spec = match (name, retry, timeout, queue, limits) {
-        (Some(name), Some(retry), Some(timeout), Some((queues, queue)), Some(limits)) => {
-            Some(JobSpec {
-                ident: input.ident.clone(),
-                name,
-                queues,
-                queue,
-                retry,
-                timeout,
-                limits,
-            })
-        }
+    let schedule = schedule::parse(&args, &mut errors);
+    let spec = match (name, retry, timeout, queue, limits, schedule) {
+        (
+            Some(name),
+            Some(retry),
+            Some(timeout),
+            Some((queues, queue)),
+            Some(limits),
+            Some(schedule),
+        ) => Some(JobSpec {
+            ident: input.ident.clone(),
+            name,
+            queues,
+            queue,
+            retry,
+            timeout,
+            limits,
+            schedule,
+        }),
         _ => None,
     };
     errors.finish(spec)

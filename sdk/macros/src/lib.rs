@@ -7,7 +7,8 @@
 //! - `queues`, `job`, `emit`: the expansions, which name only `::jobhost_sdk` paths.
 //! - `duration`: the SDK's own `sdk/src/duration.rs`, compiled in so that attributes and
 //!   the host's flags share one duration grammar; `limits_rules`, likewise
-//!   `sdk/src/limits.rs`, and `limits`, the caps and rate limits read with those rules.
+//!   `sdk/src/limits.rs`, and `limits`, the caps and rate limits read with those rules;
+//!   `schedule_rules` and `schedule`, a job type's periodic schedule, likewise.
 
 #![warn(missing_docs)]
 
@@ -29,6 +30,11 @@ mod limits_rules;
 mod queues;
 mod queues_attrs;
 mod retry;
+mod schedule;
+// The SDK's rules for schedules, compiled in like `limits_rules`.
+#[allow(unreachable_pub, dead_code)]
+#[path = "../../src/schedule.rs"]
+mod schedule_rules;
 mod shape;
 
 use proc_macro::TokenStream;
@@ -106,16 +112,22 @@ pub fn derive_queues(input: TokenStream) -> TokenStream {
 /// - `timeout = "duration"`: overrides the queue's timeout.
 /// - `concurrency(key = "field", limit = N)`: at most N (1..=1000) jobs whose payload holds
 ///   one value under its top-level field `field` run at once across the fleet.
-/// - `rate(key = "field", limit = "COUNT/UNIT", burst = N)`: the jobs of one key start at
-///   most at that rate (the grammar of the queue's `rate`; `burst` optional).
-///
+/// - `rate(key = "field", limit = "COUNT/UNIT", burst = N, respect_retry_after)`: the jobs
+///   of one key start at most at that rate (the grammar of the queue's `rate`; `burst`
+///   optional); with `respect_retry_after`, a job deferred by a service's `Retry-After`
+///   holds the key's other jobs back as long.
 /// - `unique(key = "field", for = "duration")`: while a job whose payload holds one value
 ///   under `field` is queued, held or running (at most `for` after it was enqueued), an
-///   enqueue of that value through the host or a typed producer is refused and answers the
-///   existing job's id; a payload without the field is not unique.
+///   enqueue of that value through the host, a typed producer or a follow-up is refused and
+///   answers the existing job's id; a payload without the field is not unique.
+/// - `cron = "0 7 * * *"` with `tz = "Europe/Paris"` (default UTC), or `every = "30s"` (at
+///   least 1s): the fleet enqueues one job of this type per tick, with `payload = "JSON"`
+///   (default `{}`); `catch_up = N` (0..=1000, default 0) fires up to N ticks no host fired
+///   in time. The host checks the expression, the zone and the JSON at load.
 ///
 /// A key is 1 to 64 ASCII letters, digits, `_` or `-`. The operator's grants file may set
-/// or override `concurrency` and `rate`.
+/// or override `concurrency`, `rate` and the schedule (by a `[schedules."JOB_TYPE"]`
+/// section).
 #[proc_macro_derive(Job, attributes(job))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

@@ -3,6 +3,7 @@
 use super::bindings::jobhost::plugin::types;
 use super::millis;
 use crate::limits::{Rate, RateUnit};
+use crate::schedule::Timing;
 use crate::{Backoff, Job, QueueType, Queues, RetryPolicy};
 
 /// The manifest of plugin `name`: every queue of `Q`, and `jobs` (built by [`job_config`]).
@@ -34,6 +35,16 @@ pub fn job_config<Q: Queues, J: Job<Queues = Q>>() -> types::JobConfig {
         unique: limits.unique.map(|unique| types::UniqueKey {
             key: unique.key,
             for_: millis(unique.for_),
+        }),
+        schedule: J::schedule().map(|schedule| types::JobSchedule {
+            timing: match schedule.timing {
+                Timing::Cron { expression, tz } => {
+                    types::ScheduleTiming::Cron(types::CronSchedule { expression, tz })
+                }
+                Timing::Every(period) => types::ScheduleTiming::Every(millis(period)),
+            },
+            payload: schedule.payload,
+            catch_up: schedule.catch_up,
         }),
     }
 }

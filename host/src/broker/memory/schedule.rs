@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::MemoryBackend;
 use crate::broker::BrokerError;
-use crate::broker::schedule::{Firing, HISTORY, MEMORY_LEASE, Schedules};
+use crate::broker::schedule::{Ended, Firing, HISTORY, MEMORY_LEASE, Schedules, joined};
 
 /// The lead and the histories of one memory backend.
 #[derive(Debug, Default)]
@@ -22,6 +22,15 @@ struct BoardState {
     /// The leader and when its lease ends.
     leader: Option<(Uuid, Instant)>,
     history: HashMap<String, VecDeque<Firing>>,
+    endings: HashMap<String, VecDeque<Ended>>,
+}
+
+/// Keep `record` last in `list`, which keeps the last [`HISTORY`].
+fn keep<T>(list: &mut VecDeque<T>, record: T) {
+    if list.len() == HISTORY {
+        list.pop_front();
+    }
+    list.push_back(record);
 }
 
 impl Board {
@@ -55,20 +64,34 @@ impl Schedules for MemoryBackend {
 
     async fn record(&self, schedule: &str, firing: &Firing) -> Result<(), BrokerError> {
         let mut board = self.schedules.lock();
-        let history = board.history.entry(schedule.to_owned()).or_default();
-        if history.len() == HISTORY {
-            history.pop_front();
-        }
-        history.push_back(firing.clone());
+        keep(
+            board.history.entry(schedule.to_owned()).or_default(),
+            firing.clone(),
+        );
+        Ok(())
+    }
+
+    async fn record_end(&self, schedule: &str, ended: &Ended) -> Result<(), BrokerError> {
+        let mut board = self.schedules.lock();
+        keep(
+            board.endings.entry(schedule.to_owned()).or_default(),
+            ended.clone(),
+        );
         Ok(())
     }
 
     async fn firings(&self, schedule: &str) -> Result<Vec<Firing>, BrokerError> {
         let board = self.schedules.lock();
-        Ok(board
+        let firings = board
             .history
             .get(schedule)
             .map(|history| history.iter().cloned().collect())
-            .unwrap_or_default())
+            .unwrap_or_default();
+        let endings: Vec<Ended> = board
+            .endings
+            .get(schedule)
+            .map(|endings| endings.iter().cloned().collect())
+            .unwrap_or_default();
+        Ok(joined(firings, &endings))
     }
 }

@@ -17,7 +17,8 @@
 //!   with `RESOURCE_LOCKED`, which closes their channel and makes the client library log
 //!   an error every second on every standby host.
 //! - **Recording** declares [`history_queue_name`] (durable, `x-max-length` = [`HISTORY`],
-//!   dropping the oldest) and publishes the firing there, persistent and confirmed.
+//!   dropping the oldest) and publishes the firing there, persistent and confirmed; how a
+//!   firing's job ended goes the same way into [`endings_queue_name`].
 //! - **Reading** takes up to [`HISTORY`] messages from that queue with `basic.get`, unacked,
 //!   on a channel of its own, and closes the channel, which hands them all back in their
 //!   order. A reader racing another sees fewer firings for that round trip; a scheduler
@@ -37,7 +38,10 @@ use uuid::Uuid;
 use super::RabbitMqBackend;
 use super::session::{Failure, Session};
 use crate::broker::BrokerError;
-use crate::broker::schedule::{Firing, HISTORY, LEADER_QUEUE, Schedules, history_queue_name};
+use crate::broker::schedule::{
+    Ended, Firing, HISTORY, LEADER_QUEUE, Record, Schedules, endings_queue_name,
+    history_queue_name, joined,
+};
 
 /// AMQP `delivery-mode` of a message the broker writes to disk.
 const PERSISTENT: u8 = 2;
@@ -111,8 +115,29 @@ impl Schedules for RabbitMqBackend {
     }
 
     async fn record(&self, schedule: &str, firing: &Firing) -> Result<(), BrokerError> {
-        let queue = &history_queue_name(schedule);
-        let body = &firing.encode();
+        self.keep(&history_queue_name(schedule), &firing.encode())
+            .await
+    }
+
+    async fn record_end(&self, schedule: &str, ended: &Ended) -> Result<(), BrokerError> {
+        self.keep(&endings_queue_name(schedule), &ended.encode())
+            .await
+    }
+
+    async fn firings(&self, schedule: &str) -> Result<Vec<Firing>, BrokerError> {
+        let firings = self
+            .read(&history_queue_name(schedule), Firing::decode)
+            .await?;
+        let endings = self
+            .read(&endings_queue_name(schedule), Ended::decode)
+            .await?;
+        Ok(joined(firings, &endings))
+    }
+}
+
+impl RabbitMqBackend {
+    /// Publish `body` into the history queue `queue`, persistent and confirmed.
+    async fn keep(&self, queue: &str, body: &[u8]) -> Result<(), BrokerError> {
         self.link
             .run(|session| async move {
                 declare_history(&session, queue).await?;
@@ -122,13 +147,17 @@ impl Schedules for RabbitMqBackend {
             .await
     }
 
-    async fn firings(&self, schedule: &str) -> Result<Vec<Firing>, BrokerError> {
-        let queue = &history_queue_name(schedule);
+    /// The records of the history queue `queue` that `decode` reads, oldest first.
+    async fn read<T>(
+        &self,
+        queue: &str,
+        decode: fn(&[u8]) -> Option<T>,
+    ) -> Result<Vec<T>, BrokerError> {
         self.link
             .run(|session| async move {
                 declare_history(&session, queue).await?;
                 let channel = session.channel().await.map_err(Failure::Lost)?;
-                let read = read_all(&channel, queue).await;
+                let read = read_all(&channel, queue, decode).await;
                 close(&channel).await;
                 read
             })
@@ -213,24 +242,28 @@ fn requeue() -> BasicNackOptions {
 
 /// Up to [`HISTORY`] firings at the head of `queue`, left unacked for the channel's close
 /// to hand back; what is not a firing is skipped.
-async fn read_all(channel: &Channel, queue: &str) -> Result<Vec<Firing>, Failure> {
-    let mut firings = Vec::new();
+async fn read_all<T>(
+    channel: &Channel,
+    queue: &str,
+    decode: fn(&[u8]) -> Option<T>,
+) -> Result<Vec<T>, Failure> {
+    let mut records = Vec::new();
     for _ in 0..HISTORY {
         let got = channel
             .basic_get(queue.into(), BasicGetOptions { no_ack: false })
             .await
             .map_err(|error| Failure::classify(queue, error))?;
         let Some(message) = got else { break };
-        match Firing::decode(&message.delivery.data) {
-            Some(firing) => firings.push(firing),
+        match decode(&message.delivery.data) {
+            Some(record) => records.push(record),
             None => tracing::warn!(
                 queue,
                 bytes = message.delivery.data.len(),
-                "skipping a message that is not a schedule's firing"
+                "skipping a message that is not a schedule's record"
             ),
         }
     }
-    Ok(firings)
+    Ok(records)
 }
 
 async fn declare_history(session: &Session, queue: &str) -> Result<(), Failure> {

@@ -203,6 +203,16 @@ impl Ledger {
             .count()
     }
 
+    /// What must not happen, watched for `span`: no job of `ids` completes.
+    pub(crate) async fn none_complete(&mut self, ids: &[u64], span: Duration, while_: &str) {
+        let watched = tokio::time::Instant::now();
+        while watched.elapsed() < span {
+            self.drain().await;
+            assert_eq!(self.completed(ids), 0, "no job runs while {while_}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Drain until every one of `ids` has a record, failing after `limit`.
     pub(crate) async fn wait_for_all(&mut self, ids: &[u64], limit: Duration, what: &str) {
         self.wait_for(ids, ids.len(), limit, what).await;

@@ -60,6 +60,7 @@ impl Guest for Hostcalls {
                 concurrency: None,
                 rate: None,
                 unique: None,
+                schedule: None,
             }],
         }
     }

@@ -551,14 +551,18 @@ async function loadSchedules() {
 function renderSchedules(schedules, now) {
   const rows = schedules.map((s) => {
     const when = s.cron ? `${s.cron} (${s.tz || "UTC"})` : `every ${duration(s.every_ms)}`;
-    const name = el("td", {}, el("span", { class: "name" }, s.name));
+    const name = el("td", { title: `set in ${s.from}` }, el("span", { class: "name" }, s.name));
+    if (s.from.startsWith("plugin ")) name.append(" ", el("span", { class: "badge b-plain", title: `declared by ${s.from}` }, s.from));
     if (!s.enabled) name.append(" ", el("span", { class: "badge b-plain", title: "enabled = false: it does not fire" }, "disabled"));
     const next = s.next_ms === null || s.next_ms === undefined
       ? el("span", { class: "muted" }, "none")
       : el("span", { title: clock(s.next_ms) }, s.next_ms > now ? `in ${duration(s.next_ms - now)}` : "due");
     const firings = s.firings.slice(0, 3).map((f) => el("div", { class: "firing", title: `enqueued ${clock(f.at_ms)} by ${f.host}` },
       el("span", { class: "when" }, ago(f.tick_ms, now)), " ", el("span", { class: "muted" }, f.host), " ",
-      el("span", { class: "mono" }, String(f.job_id).slice(0, 8))));
+      el("span", { class: "mono" }, String(f.job_id).slice(0, 8)), " ",
+      f.ended
+        ? el("span", { class: "badge b-plain", title: `attempt ${f.ended.attempt} on ${f.ended.host}, ${clock(f.ended.at_ms)}` }, f.ended.outcome)
+        : el("span", { class: "muted" }, "running or waiting")));
     return el("tr", { "data-schedule": s.name },
       name,
       el("td", { class: "mono" }, s.job_type),
