@@ -81,6 +81,7 @@ function manifest(declared) {
       concurrency: undefined,
       rate: undefined,
       unique: undefined,
+      schedule: undefined,
     })),
   };
 }
