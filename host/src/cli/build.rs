@@ -218,7 +218,11 @@ pub(super) async fn build(dir: &Path, plugin: &PluginSource) -> anyhow::Result<P
     let started = Instant::now();
     let built = match &plugin.lang {
         Lang::Rust { target_dir } => build_crate(plugin, target_dir).await?,
-        Lang::JavaScript => build_js::build(plugin).await?,
+        // Logged here because `run` and `dev` only count failures, and a missing `npm`
+        // says so in the error, not in a tool's output above.
+        Lang::JavaScript => build_js::build(plugin).await.inspect_err(|err| {
+            error!(plugin = %plugin.name, error = format!("{err:#}"), "build failed");
+        })?,
     };
     let dest = dir.join(plugin.wasm_name());
     swap_in(&built, &dest)?;

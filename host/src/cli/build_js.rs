@@ -21,7 +21,7 @@ use std::time::SystemTime;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 use tokio::process::Command;
-use tracing::{error, info};
+use tracing::info;
 
 use super::build::PluginSource;
 
@@ -84,8 +84,7 @@ pub(super) async fn build(plugin: &PluginSource) -> anyhow::Result<PathBuf> {
              (https://nodejs.org)",
         )?;
     if !status.success() {
-        error!(plugin = %plugin.name, %status, "build failed; see its errors above");
-        bail!("the build of `{}` failed ({status})", plugin.name);
+        bail!("the build script failed ({status}); its errors are above",);
     }
     Ok(out)
 }
