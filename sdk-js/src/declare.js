@@ -22,7 +22,7 @@ const RETRY_DEFAULTS = { maxAttempts: 3, base: 1_000, factor: 2.0, max: 300_000,
 /** Every problem of one declaration, listed in one error. */
 export class DeclarationError extends Error {
   constructor(owner, problems) {
-    super(`${owner}: ${problems.length === 1 ? problems[0] : `\n  - ${problems.join("\n  - ")}`}`);
+    super(`${owner}:${problems.length === 1 ? ` ${problems[0]}` : `\n  - ${problems.join("\n  - ")}`}`);
     this.name = "DeclarationError";
     this.problems = problems;
   }
