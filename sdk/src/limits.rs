@@ -11,6 +11,7 @@
 //! #[queue(concurrency = 4, rate = "50/s", burst = 50)]
 //! #[job(queue = ..., concurrency(key = "customer_id", limit = 2),
 //!       rate(key = "customer_id", limit = "10/s", burst = 5))]
+//! #[job(queue = ..., rate(limit = "100/m"))]          // the job type as a whole
 //! ```
 
 use std::time::Duration;
@@ -70,11 +71,12 @@ pub struct KeyCap {
     pub limit: u32,
 }
 
-/// A rate limit per key of one job type.
+/// A rate limit per key of one job type, or of the job type as a whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRate {
-    /// The payload's top-level field whose value is the key.
-    pub key: String,
+    /// The payload's top-level field whose value is the key; `None` limits the job type's
+    /// jobs as a whole.
+    pub key: Option<String>,
     /// The limit of each key.
     pub rate: Rate,
     /// Whether a job of a key deferred by a service's `Retry-After`

@@ -135,7 +135,7 @@ fn a_job_declares_a_cap_and_a_rate_per_key_of_its_payload() {
         unit: RateUnit::Minute,
         burst: 10,
     };
-    let key = "customer_id".to_owned();
+    let key = Some("customer_id".to_owned());
     assert_eq!(
         limits.rate,
         Some(KeyRate {

@@ -237,7 +237,8 @@ pub struct RateView {
     pub limit: String,
     /// How many may start at once after a quiet spell.
     pub burst: u32,
-    /// The payload field whose value is the key, for a per-key limit.
+    /// The payload field whose value is the key, for a per-key limit; none for a queue's
+    /// or a job type's as a whole.
     pub key: Option<String>,
     /// Whether a job deferred for a called service's `Retry-After` holds its key's other
     /// jobs back as long (a per-key limit's `respect_retry_after`).
@@ -274,7 +275,7 @@ impl RateView {
             .map(|(limit, source)| Self {
                 limit: limit.rate.shown(),
                 burst: limit.rate.burst,
-                key: Some(limit.key.clone()),
+                key: limit.key.clone(),
                 respects_retry_after: limit.respect_retry_after,
                 from: set_in(
                     grants,
@@ -288,15 +289,16 @@ impl RateView {
     /// How a person reads it: `10/s, burst 5`, `10/s, burst 5, per customer_id`, or
     /// `10/s, burst 5, per customer_id, respects Retry-After`.
     pub fn describe(&self) -> String {
+        let per = self
+            .key
+            .as_ref()
+            .map_or_else(String::new, |key| format!(", per {key}"));
         let respects = if self.respects_retry_after {
             ", respects Retry-After"
         } else {
             ""
         };
-        match &self.key {
-            Some(key) => format!("{}, burst {}, per {key}{respects}", self.limit, self.burst),
-            None => format!("{}, burst {}", self.limit, self.burst),
-        }
+        format!("{}, burst {}{per}{respects}", self.limit, self.burst)
     }
 }
 

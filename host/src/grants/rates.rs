@@ -10,6 +10,8 @@
 //! burst = 50                                             # default: the rate's count
 //! [jobs."email.Send"]
 //! rate = { key = "customer_id", limit = "10/s", burst = 5, respect_retry_after = true }
+//! [jobs."report.Build"]
+//! rate = { limit = "100/m" }                             # the job type as a whole
 //! ```
 //!
 //! # Contract
@@ -62,7 +64,7 @@ impl Rates {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct KeyRateEntry {
-    key: Spanned<String>,
+    key: Option<Spanned<String>>,
     limit: Spanned<String>,
     burst: Option<Spanned<i64>>,
     #[serde(default)]
@@ -98,7 +100,11 @@ pub(super) fn parse(
             continue;
         };
         let entry = entry.get_ref();
-        let key = caps::key_name(lines, &entry.key, "rate", &name)?;
+        let key = entry
+            .key
+            .as_ref()
+            .map(|key| caps::key_name(lines, key, "rate", &name))
+            .transpose()?;
         let rate = parse_rate(lines, &entry.limit, entry.burst.as_ref(), &name)?;
         let respect_retry_after = entry.respect_retry_after;
         rates.jobs.insert(
@@ -153,6 +159,7 @@ mod tests {
             "[queues.\"emails\"]\nconcurrency = 4\nrate = \"50/s\"\nburst = 20\n\
              [jobs.\"email.Send\"]\nrate = { key = \"customer_id\", limit = \"10/m\" }\n\
              [jobs.\"api.Call\"]\nrate = { key = \"k\", limit = \"1/s\", respect_retry_after = true }\n\
+             [jobs.\"report.Build\"]\nrate = { limit = \"100/m\" }\n\
              [queues.\"other\"]\nrate = \"1000/h\"\n",
         )
         .expect("valid");
@@ -162,11 +169,16 @@ mod tests {
         let other = both.queue("other").expect("a queue rate");
         assert_eq!((other.shown(), other.burst), ("1000/h".into(), 1000));
         let send = both.job("email.Send").expect("a key rate");
-        assert_eq!(send.key, "customer_id");
+        assert_eq!(send.key.as_deref(), Some("customer_id"));
         assert_eq!((send.rate.shown(), send.rate.burst), ("10/m".into(), 10));
         assert!(!send.respect_retry_after, "not unless the file says so");
         let call = both.job("api.Call").expect("a key rate");
         assert!(call.respect_retry_after);
+        let build = both.job("report.Build").expect("a job type's rate");
+        assert_eq!(
+            (build.key.as_deref(), build.rate.shown()),
+            (None, "100/m".into())
+        );
         assert_eq!(both.queue("nowhere"), None);
     }
 

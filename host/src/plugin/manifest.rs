@@ -169,7 +169,9 @@ fn job_limits(job: &wit::JobConfig) -> Result<JobLimits, ManifestError> {
     let rate = match &job.rate {
         None => None,
         Some(limit) => {
-            check_key(&limit.key).map_err(|why| setting(&owner, "rate", why))?;
+            if let Some(key) = &limit.key {
+                check_key(key).map_err(|why| setting(&owner, "rate", why))?;
+            }
             let rate = rate_limit(limit.rate).map_err(|why| setting(&owner, "rate", why))?;
             Some(KeyRate {
                 key: limit.key.clone(),

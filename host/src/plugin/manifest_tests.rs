@@ -45,7 +45,7 @@ fn declared_limits_are_kept_by_queue_and_job_type_and_none_is_not_kept() {
             limit: 2,
         }),
         rate: Some(wit::KeyRate {
-            key: "customer_id".to_owned(),
+            key: Some("customer_id".to_owned()),
             rate: rate(10, wit::RateUnit::Minute, 10),
             respect_retry_after: true,
         }),
@@ -112,7 +112,7 @@ fn declared_limits_out_of_the_sdks_bounds_are_refused_at_load() {
             queue("q"),
             wit::JobConfig {
                 rate: Some(wit::KeyRate {
-                    key: "k".to_owned(),
+                    key: Some("k".to_owned()),
                     rate: rate(1, wit::RateUnit::Hour, 0),
                     respect_retry_after: false,
                 }),

@@ -107,10 +107,14 @@ fn key_tokens<'a>(
 ) -> Option<(&'a KeyRate, Tokens)> {
     let job_type = &*route.job_type;
     let (limit, _) = grants.job_rate(job_type, &route.job_limits)?;
-    let key = match key_of(&limit.key, &envelope.payload) {
-        CapKey::Value(text) => Some(text),
-        CapKey::Missing => None,
-    };
+    // Without a key field, every job of the type is in the one bucket of jobs without a key.
+    let key = limit
+        .key
+        .as_ref()
+        .and_then(|field| match key_of(field, &envelope.payload) {
+            CapKey::Value(text) => Some(text),
+            CapKey::Missing => None,
+        });
     let tokens = Tokens::for_key(
         job_type,
         key.as_deref(),

@@ -262,3 +262,21 @@ async fn a_retry_after_holds_back_its_keys_other_jobs_only_where_the_limit_respe
         h.shutdown().await;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_types_rate_without_a_key_limits_all_its_jobs_together() {
+    let (h, _) = limited("[jobs.t]\nrate = { limit = \"1/s\", burst = 1 }\n").await;
+    let start = Instant::now();
+    for customer in ["a", "b", "c", "d"] {
+        h.enqueue("t", json!({ "customer": customer, "k": "all" }))
+            .await;
+    }
+    h.run_until_idle().await;
+    let all = starts(&h, "all", start);
+    assert_eq!(all.len(), 4, "every job ran once");
+    assert!(
+        all[3] >= Duration::from_secs(3),
+        "one a second across every customer: {all:?}"
+    );
+    h.shutdown().await;
+}

@@ -30,10 +30,10 @@ pub(crate) struct JobLimits {
     pub(crate) unique: Option<(String, Duration)>,
 }
 
-/// A job type's rate limit per key as written.
+/// A job type's rate limit per key (or, without one, of the job type) as written.
 #[derive(Debug, PartialEq)]
 pub(crate) struct KeyRate {
-    pub(crate) key: String,
+    pub(crate) key: Option<String>,
     pub(crate) rate: Rate,
     /// `respect_retry_after`, written alone or as `= true`.
     pub(crate) respect_retry_after: bool,
@@ -62,7 +62,8 @@ pub(crate) fn queue(args: &Args, errors: &mut Errors) -> Option<QueueLimits> {
 }
 
 /// `concurrency(key = "..", limit = N)` and `rate(key = "..", limit = "..", burst = N,
-/// respect_retry_after)` of a `#[job(...)]`.
+/// respect_retry_after)` (`key` optional: without it, the job type as a whole) of a
+/// `#[job(...)]`.
 pub(crate) fn job(args: &Args, errors: &mut Errors) -> Option<JobLimits> {
     let concurrency = args.read_or("concurrency", None, errors, |meta, errors| {
         let list = attrs::nested(meta, errors)?;
@@ -76,7 +77,10 @@ pub(crate) fn job(args: &Args, errors: &mut Errors) -> Option<JobLimits> {
         let list = attrs::nested(meta, errors)?;
         let accepted = &["key", "limit", "burst", "respect_retry_after"];
         let inner = Args::from_list(list, accepted, errors);
-        let key = key(&inner, meta, "rate", errors);
+        let key = match inner.get("key") {
+            None => Some(None),
+            Some(_) => key(&inner, meta, "rate", errors).map(Some),
+        };
         let rate = required(&inner, meta, "rate", "limit", errors)
             .and_then(|limit| rate_of(limit, inner.get("burst"), "`rate(limit)`", errors));
         let respect_retry_after = match inner.get("respect_retry_after") {
@@ -179,10 +183,16 @@ pub(crate) fn emit_job(limits: &JobLimits) -> TokenStream {
         })
     }));
     let rate = option(limits.rate.as_ref().map(|limit| {
-        let (key, respect_retry_after) = (&limit.key, limit.respect_retry_after);
+        let key = option(
+            limit
+                .key
+                .as_ref()
+                .map(|key| quote!(::std::string::String::from(#key))),
+        );
+        let respect_retry_after = limit.respect_retry_after;
         let rate = emit_rate(&limit.rate);
         quote!(::jobhost_sdk::limits::KeyRate {
-            key: ::std::string::String::from(#key),
+            key: #key,
             rate: #rate,
             respect_retry_after: #respect_retry_after,
         })
@@ -275,12 +285,12 @@ mod tests {
         let limit = limits.rate.expect("a rate");
         assert_eq!(
             (
-                limit.key.as_str(),
+                limit.key.as_deref(),
                 limit.rate.count,
                 limit.rate.burst,
                 limit.respect_retry_after
             ),
-            ("customer_id", 10, 10, false)
+            (Some("customer_id"), 10, 10, false)
         );
         for attr in [
             parse_quote!(#[job(rate(key = "k", limit = "1/s", respect_retry_after))]),
@@ -289,6 +299,11 @@ mod tests {
             let limit = job_of(attr).expect("valid").rate.expect("a rate");
             assert!(limit.respect_retry_after, "{limit:?}");
         }
+        let whole = job_of(parse_quote!(#[job(rate(limit = "100/m"))]))
+            .expect("valid")
+            .rate
+            .expect("a rate");
+        assert_eq!(whole.key, None, "without a key, the job type as a whole");
         let unique = job_of(parse_quote!(#[job(unique(key = "order_id", for = "10m"))]))
             .expect("valid")
             .unique;
