@@ -90,7 +90,7 @@ mod tests {
         );
         assert_eq!(
             run.result,
-            Err(JobError::deferred_because(
+            Err(JobError::retry_after(
                 Duration::from_secs(2),
                 "GET http://api.test/v1/orders answered 429 Too Many Requests, Retry-After 2s"
             ))
