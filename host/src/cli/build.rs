@@ -1,5 +1,10 @@
-//! `jobhost build`: compile plugin crates for `wasm32-wasip2` and swap the components
-//! into the plugin directory atomically.
+//! `jobhost build`: compile plugins into components and swap them into the plugin
+//! directory atomically.
+//!
+//! A directory of the plugin directory is a plugin when it holds a `Cargo.toml` (a Rust
+//! crate, compiled for `wasm32-wasip2` by cargo) or else a `package.json` (a JavaScript
+//! plugin, built by its own pinned componentize-js: see [`build_js`](super::build_js)). Both
+//! land as `{name with underscores}.wasm`, where a running host loads them.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -9,6 +14,8 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 use tokio::process::Command;
 use tracing::{error, info, warn};
+
+use super::build_js;
 
 /// The target plugins are compiled for.
 const WASM_TARGET: &str = "wasm32-wasip2";
@@ -23,24 +30,43 @@ const WASM_TARGET: &str = "wasm32-wasip2";
 /// (`tests/fixtures/build.rs`) sets the same, so both builds share compiled dependencies.
 const STRIP_DEBUG_INFO: (&str, &str) = ("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
 
-/// A plugin crate: a directory of the plugin directory with a `Cargo.toml`.
+/// A plugin's sources: a directory of the plugin directory with a `Cargo.toml` or a
+/// `package.json`.
 #[derive(Debug, Clone)]
-pub(super) struct PluginCrate {
+pub(super) struct PluginSource {
     /// The package name.
     pub(super) name: String,
     /// Its directory.
     pub(super) dir: PathBuf,
-    /// Where cargo puts what it builds (a workspace member shares the workspace's).
-    target_dir: PathBuf,
+    /// What builds it.
+    lang: Lang,
 }
 
-impl PluginCrate {
+/// The language of a plugin, and what its build needs to know.
+#[derive(Debug, Clone)]
+enum Lang {
+    Rust {
+        /// Where cargo puts what it builds (a workspace member shares the workspace's).
+        target_dir: PathBuf,
+    },
+    JavaScript,
+}
+
+/// The files whose presence makes a directory a plugin, in the order they are looked for.
+pub(super) const PLUGIN_MANIFESTS: [&str; 2] = ["Cargo.toml", build_js::PACKAGE_JSON];
+
+/// Whether `dir` holds a plugin's sources.
+pub(super) fn is_plugin_dir(dir: &Path) -> bool {
+    PLUGIN_MANIFESTS.iter().any(|file| dir.join(file).is_file())
+}
+
+impl PluginSource {
     fn manifest(&self) -> PathBuf {
         self.dir.join("Cargo.toml")
     }
 
-    /// The component's file name in the plugin directory: the crate name with underscores,
-    /// as cargo names the artifact.
+    /// The component's file name in the plugin directory: the package name with
+    /// underscores, as cargo names the artifact (a JavaScript plugin's is named alike).
     pub(super) fn wasm_name(&self) -> String {
         format!("{}.wasm", self.name.replace('-', "_"))
     }
@@ -48,25 +74,37 @@ impl PluginCrate {
 
 /// `jobhost build [NAME...]`.
 pub(super) async fn run(dir: &Path, names: &[String]) -> anyhow::Result<()> {
-    let crates = select(discover(dir).await?, names)?;
-    ensure_wasm_target().await?;
+    let plugins = select(discover(dir).await?, names)?;
+    ensure_toolchains(&plugins).await?;
     let mut failed = Vec::new();
-    for plugin in &crates {
+    for plugin in &plugins {
         if build(dir, plugin).await.is_err() {
             failed.push(plugin.name.as_str());
         }
     }
     if !failed.is_empty() {
         bail!(
-            "the build of {} failed; cargo's errors are above",
+            "the build of {} failed; the build's errors are above",
             failed.join(", ")
         );
     }
     Ok(())
 }
 
-/// The plugin crates directly under `dir`, by name.
-pub(super) async fn discover(dir: &Path) -> anyhow::Result<Vec<PluginCrate>> {
+/// Make sure what builds `plugins` is there: the Rust target when one is a crate (a
+/// JavaScript plugin's toolchain is checked by its own build, which names what is missing).
+pub(super) async fn ensure_toolchains(plugins: &[PluginSource]) -> anyhow::Result<()> {
+    if plugins
+        .iter()
+        .any(|plugin| matches!(plugin.lang, Lang::Rust { .. }))
+    {
+        ensure_wasm_target().await?;
+    }
+    Ok(())
+}
+
+/// The plugins directly under `dir`, by name.
+pub(super) async fn discover(dir: &Path) -> anyhow::Result<Vec<PluginSource>> {
     let entries = std::fs::read_dir(dir).with_context(|| {
         format!(
             "cannot read the plugin directory `{}`: run from the directory that holds \
@@ -74,34 +112,37 @@ pub(super) async fn discover(dir: &Path) -> anyhow::Result<Vec<PluginCrate>> {
             dir.display()
         )
     })?;
-    let mut crates = Vec::new();
+    let mut plugins = Vec::new();
     for entry in entries {
         let path = entry?.path();
-        if path.join("Cargo.toml").is_file() {
-            crates.push(describe(&path).await?);
+        if is_plugin_dir(&path) {
+            plugins.push(describe(&path).await?);
         }
     }
-    crates.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(crates)
+    plugins.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(plugins)
 }
 
-fn select(crates: Vec<PluginCrate>, names: &[String]) -> anyhow::Result<Vec<PluginCrate>> {
+fn select(plugins: Vec<PluginSource>, names: &[String]) -> anyhow::Result<Vec<PluginSource>> {
     if names.is_empty() {
-        if crates.is_empty() {
-            bail!("no plugin crate to build: create one with `jobhost new NAME`");
+        if plugins.is_empty() {
+            bail!(
+                "no plugin to build: create one with `jobhost new NAME` (Rust) or `jobhost new \
+                 --lang js NAME` (JavaScript)"
+            );
         }
-        return Ok(crates);
+        return Ok(plugins);
     }
-    let known: Vec<&str> = crates.iter().map(|c| c.name.as_str()).collect();
+    let known: Vec<&str> = plugins.iter().map(|c| c.name.as_str()).collect();
     for name in names {
         if !known.contains(&name.as_str()) {
             bail!(
-                "no plugin crate named `{name}` in the plugin directory; there are: {}",
+                "no plugin named `{name}` in the plugin directory; there are: {}",
                 known.join(", ")
             );
         }
     }
-    Ok(crates
+    Ok(plugins
         .into_iter()
         .filter(|c| names.contains(&c.name))
         .collect())
@@ -119,8 +160,20 @@ struct Package {
     manifest_path: PathBuf,
 }
 
+/// The plugin in `dir`: a crate when it has a `Cargo.toml`, else a JavaScript package.
+pub(super) async fn describe(dir: &Path) -> anyhow::Result<PluginSource> {
+    if dir.join("Cargo.toml").is_file() {
+        return describe_crate(dir).await;
+    }
+    Ok(PluginSource {
+        name: build_js::package_name(dir)?,
+        dir: dir.to_owned(),
+        lang: Lang::JavaScript,
+    })
+}
+
 /// Ask cargo for the crate's name and target directory, which depend on its workspace.
-pub(super) async fn describe(dir: &Path) -> anyhow::Result<PluginCrate> {
+async fn describe_crate(dir: &Path) -> anyhow::Result<PluginSource> {
     let manifest = dir.join("Cargo.toml");
     let output = cargo()
         .args([
@@ -150,20 +203,41 @@ pub(super) async fn describe(dir: &Path) -> anyhow::Result<PluginCrate> {
         .into_iter()
         .find(|p| p.manifest_path == manifest)
         .with_context(|| format!("cargo does not list `{}` as a package", manifest.display()))?;
-    Ok(PluginCrate {
+    Ok(PluginSource {
         name: package.name,
         dir: dir.to_owned(),
-        target_dir: metadata.target_directory,
+        lang: Lang::Rust {
+            target_dir: metadata.target_directory,
+        },
     })
 }
 
-/// Build `plugin` and swap its component into `dir`. Cargo's output, errors included,
+/// Build `plugin` and swap its component into `dir`. The build's output, errors included,
 /// goes to stderr as it comes.
+pub(super) async fn build(dir: &Path, plugin: &PluginSource) -> anyhow::Result<PathBuf> {
+    let started = Instant::now();
+    let built = match &plugin.lang {
+        Lang::Rust { target_dir } => build_crate(plugin, target_dir).await?,
+        // Logged here because `run` and `dev` only count failures, and a missing `npm`
+        // says so in the error, not in a tool's output above.
+        Lang::JavaScript => build_js::build(plugin).await.inspect_err(|err| {
+            error!(plugin = %plugin.name, error = format!("{err:#}"), "build failed");
+        })?,
+    };
+    let dest = dir.join(plugin.wasm_name());
+    swap_in(&built, &dest)?;
+    let size = std::fs::metadata(&dest)
+        .map(|m| m.len() / 1024)
+        .unwrap_or(0);
+    info!(plugin = %plugin.name, file = %dest.display(), size_kib = size, took = ?started.elapsed(), "built");
+    Ok(dest)
+}
+
+/// Compile a crate; returns where cargo put the component.
 ///
 /// The release profile's debug info is stripped from the component (see
 /// [`STRIP_DEBUG_INFO`]), whatever the crate's own profile says.
-pub(super) async fn build(dir: &Path, plugin: &PluginCrate) -> anyhow::Result<PathBuf> {
-    let started = Instant::now();
+async fn build_crate(plugin: &PluginSource, target_dir: &Path) -> anyhow::Result<PathBuf> {
     info!(plugin = %plugin.name, "building: cargo build --release --target {WASM_TARGET} -p {}", plugin.name);
     let status = cargo()
         .args([
@@ -185,18 +259,10 @@ pub(super) async fn build(dir: &Path, plugin: &PluginCrate) -> anyhow::Result<Pa
         error!(plugin = %plugin.name, %status, "build failed; see cargo's errors above");
         bail!("the build of `{}` failed ({status})", plugin.name);
     }
-    let built = plugin
-        .target_dir
+    Ok(target_dir
         .join(WASM_TARGET)
         .join("release")
-        .join(plugin.wasm_name());
-    let dest = dir.join(plugin.wasm_name());
-    swap_in(&built, &dest)?;
-    let size = std::fs::metadata(&dest)
-        .map(|m| m.len() / 1024)
-        .unwrap_or(0);
-    info!(plugin = %plugin.name, file = %dest.display(), size_kib = size, took = ?started.elapsed(), "built");
-    Ok(dest)
+        .join(plugin.wasm_name()))
 }
 
 /// Copy `built` to `dest` through a temporary file in the same directory and a rename, so
@@ -215,7 +281,7 @@ fn swap_in(built: &Path, dest: &Path) -> anyhow::Result<()> {
 }
 
 /// Make sure the toolchain has the plugin target: `rustup target add` it if missing.
-pub(super) async fn ensure_wasm_target() -> anyhow::Result<()> {
+async fn ensure_wasm_target() -> anyhow::Result<()> {
     if has_wasm_target().await {
         return Ok(());
     }

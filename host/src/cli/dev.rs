@@ -3,12 +3,13 @@
 //! own watch loads it: no restart. A failed build leaves the running version serving.
 //!
 //! What is watched, and why:
-//! - the plugin directory itself and each directory in it, not recursively: a crate that
-//!   appears (its `Cargo.toml` is written) is built and watched from then on, and a
-//!   `Cargo.toml` replaced by an editor's write-and-rename is still seen, which a watch on
-//!   the file itself would lose with the old inode;
-//! - each crate's `src/`, recursively, so an edit in place and a rename over a file
-//!   (`sed -i`, most editors' safe write) both count.
+//! - the plugin directory itself and each directory in it, not recursively: a plugin that
+//!   appears (its `Cargo.toml` or `package.json` is written) is built and watched from then
+//!   on, and a manifest replaced by an editor's write-and-rename is still seen, which a
+//!   watch on the file itself would lose with the old inode;
+//! - each plugin's `src/`, recursively, so an edit in place and a rename over a file
+//!   (`sed -i`, most editors' safe write) both count. A Rust crate and a JavaScript plugin
+//!   are watched alike (see [`build`](super::build) for how each is built).
 //!
 //! Every path is compared in canonical form, because that is how the watcher reports
 //! them, while `--plugins` (default `plugins`) is usually relative.
@@ -26,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::HostArgs;
-use super::build::{self, PluginCrate};
+use super::build::{self, PluginSource};
 use super::host;
 
 /// How long sources must be quiet before a rebuild, so that saving several files (or an
@@ -37,7 +38,7 @@ const QUIET_PERIOD: Duration = Duration::from_millis(300);
 pub(super) async fn run(args: HostArgs) -> anyhow::Result<()> {
     let dir = args.plugins.dir.clone();
     let crates = build::discover(&dir).await?;
-    build::ensure_wasm_target().await?;
+    build::ensure_toolchains(&crates).await?;
     for plugin in &crates {
         // A failure is logged with cargo's errors; the host serves what did build.
         let _ = build::build(&dir, plugin).await;
@@ -66,7 +67,7 @@ struct Sources {
     /// The plugin directory, canonical.
     root: PathBuf,
     /// Every known crate, by its canonical directory.
-    crates: HashMap<PathBuf, PluginCrate>,
+    crates: HashMap<PathBuf, PluginSource>,
     /// The directories of the plugin directory watched so far (canonical).
     watched: HashSet<PathBuf>,
     watcher: RecommendedWatcher,
@@ -76,7 +77,7 @@ impl Sources {
     /// Watch `dir`, its directories and the sources of `crates`.
     fn watch(
         dir: PathBuf,
-        crates: Vec<PluginCrate>,
+        crates: Vec<PluginSource>,
         watcher: RecommendedWatcher,
     ) -> anyhow::Result<Self> {
         let root = std::fs::canonicalize(&dir)
@@ -99,8 +100,9 @@ impl Sources {
         Ok(sources)
     }
 
-    /// What a change of `path` asks for: only a crate's `src/` and `Cargo.toml`, and the
-    /// plugin directory's own entries, matter (not `target/`, components or the cache).
+    /// What a change of `path` asks for: only a plugin's `src/` and manifest, and the
+    /// plugin directory's own entries, matter (not `target/`, `node_modules/`, components
+    /// or the cache).
     fn work_for(&self, path: &Path) -> Option<Work> {
         let mut parts = path.strip_prefix(&self.root).ok()?.components();
         let Some(Component::Normal(entry)) = parts.next() else {
@@ -109,19 +111,19 @@ impl Sources {
         let Some(Component::Normal(inside)) = parts.next() else {
             return Some(Work::Rescan);
         };
-        if inside != "src" && inside != "Cargo.toml" {
+        if inside != "src" && !build::PLUGIN_MANIFESTS.iter().any(|file| inside == *file) {
             return None;
         }
         let crate_dir = self.root.join(entry);
         if self.crates.contains_key(&crate_dir) {
             Some(Work::Rebuild(crate_dir))
         } else {
-            // A `Cargo.toml` being written into a new directory: perhaps a new crate.
+            // A manifest being written into a new directory: perhaps a new plugin.
             Some(Work::Rescan)
         }
     }
 
-    /// Watch the directories of the plugin directory not watched yet, so a `Cargo.toml`
+    /// Watch the directories of the plugin directory not watched yet, so a manifest
     /// written into one later is seen.
     fn watch_directories(&mut self) -> anyhow::Result<()> {
         let entries = std::fs::read_dir(&self.root)
@@ -141,11 +143,10 @@ impl Sources {
     /// which are watched from now on and need a first build.
     async fn rescan(&mut self) -> anyhow::Result<Vec<PathBuf>> {
         self.watch_directories()?;
-        self.crates
-            .retain(|dir, _| dir.join("Cargo.toml").is_file());
+        self.crates.retain(|dir, _| build::is_plugin_dir(dir));
         let mut added = Vec::new();
         for dir in self.watched.clone() {
-            if self.crates.contains_key(&dir) || !dir.join("Cargo.toml").is_file() {
+            if self.crates.contains_key(&dir) || !build::is_plugin_dir(&dir) {
                 continue;
             }
             let Some(name) = dir.file_name() else {
@@ -164,7 +165,7 @@ impl Sources {
     }
 
     /// Watch `plugin`'s `src/` and remember it; returns its key.
-    fn add(&mut self, plugin: PluginCrate) -> anyhow::Result<PathBuf> {
+    fn add(&mut self, plugin: PluginSource) -> anyhow::Result<PathBuf> {
         let key = std::fs::canonicalize(&plugin.dir)
             .with_context(|| format!("cannot resolve `{}`", plugin.dir.display()))?;
         let src = key.join("src");
@@ -180,7 +181,7 @@ impl Sources {
 /// once they have been quiet for [`QUIET_PERIOD`], and building crates that appear.
 async fn rebuild_on_change(
     dir: PathBuf,
-    crates: Vec<PluginCrate>,
+    crates: Vec<PluginSource>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
@@ -234,7 +235,7 @@ async fn rebuild_on_change(
     }
 }
 
-async fn rebuild(dir: &Path, plugin: &PluginCrate) {
+async fn rebuild(dir: &Path, plugin: &PluginSource) {
     info!(plugin = %plugin.name, "sources changed; rebuilding");
     if build::build(dir, plugin).await.is_err() {
         warn!(plugin = %plugin.name, "the running version keeps serving until the build succeeds");

@@ -5,6 +5,7 @@
 
 mod broker_access;
 mod build;
+mod build_js;
 mod control;
 mod dashboard;
 mod demo_server;
@@ -16,6 +17,7 @@ mod logging;
 mod ops;
 mod paths;
 mod scaffold;
+mod scaffold_js;
 mod schedules;
 mod table;
 
@@ -72,9 +74,11 @@ enum Command {
     Run(HostArgs),
     /// Build the plugins, run the host, and rebuild a plugin whenever its sources change.
     Dev(HostArgs),
-    /// Compile plugin crates to `wasm32-wasip2` and drop them into the plugin directory.
+    /// Build plugins (Rust crates for `wasm32-wasip2`, JavaScript packages with
+    /// componentize-js) and drop their components into the plugin directory.
     Build(BuildArgs),
-    /// Create a plugin crate with a queue, a job and its handler, ready to build.
+    /// Create a plugin (a Rust crate, or JavaScript with `--lang js`) with a queue, a job
+    /// and its handler, ready to build.
     New(NewArgs),
     /// Enqueue a job by its type name and JSON payload.
     Enqueue(EnqueueArgs),
@@ -224,7 +228,7 @@ impl BrokerArgs {
 struct BuildArgs {
     #[command(flatten)]
     plugins: PluginDirArg,
-    /// The plugin crates to build (package names); all of them when none is given.
+    /// The plugins to build (package names); all of them when none is given.
     #[arg(value_name = "NAME")]
     names: Vec<String>,
 }
@@ -233,12 +237,16 @@ struct BuildArgs {
 struct NewArgs {
     #[command(flatten)]
     plugins: PluginDirArg,
-    /// The crate's name: lowercase letters, digits and `-`, starting with a letter.
+    /// The plugin's name: lowercase letters, digits and `-`, starting with a letter.
     name: String,
-    /// The SDK crate to depend on by path (a jobhost checkout's `sdk` directory). Default:
-    /// the SDK of the repository that holds the plugin directory, else the one this binary
-    /// was built from; `jobhost-sdk` is not published, so without either the scaffold
-    /// needs this.
+    /// The plugin's language: a Rust crate, or a JavaScript package (built with
+    /// componentize-js; needs Node.js 20+ and npm, and runs `npm install` in it).
+    #[arg(long, value_enum, default_value_t)]
+    lang: scaffold::Lang,
+    /// The SDK to depend on by path (a jobhost checkout's `sdk` directory, or `sdk-js` with
+    /// `--lang js`). Default: the SDK of the repository that holds the plugin directory,
+    /// else the one this binary was built from; neither SDK is published, so without
+    /// either the scaffold needs this.
     #[arg(long, value_name = "PATH")]
     sdk: Option<PathBuf>,
 }
@@ -435,7 +443,15 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => host::run(args).await,
         Command::Dev(args) => dev::run(args).await,
         Command::Build(args) => build::run(&args.plugins.dir, &args.names).await,
-        Command::New(args) => scaffold::run(&args.plugins.dir, &args.name, args.sdk.as_deref()),
+        Command::New(args) => {
+            scaffold::run(
+                &args.plugins.dir,
+                &args.name,
+                args.lang,
+                args.sdk.as_deref(),
+            )
+            .await
+        }
         Command::Enqueue(args) => ops::enqueue(args).await,
         Command::Plugins(args) => ops::plugins(args).await,
         Command::Policy(args) => ops::policy(args).await,

@@ -1,4 +1,5 @@
-//! `jobhost new NAME`: a plugin crate that builds and loads as generated.
+//! `jobhost new NAME`: a plugin crate that builds and loads as generated (`--lang js`: a
+//! JavaScript plugin, see [`scaffold_js`](super::scaffold_js)).
 //!
 //! The crate is its own cargo workspace (an empty `[workspace]` table) rather than a
 //! member of the project's: `jobhost new` then never edits a `Cargo.toml` it does not
@@ -14,8 +15,23 @@ use tracing::{info, warn};
 /// Where this binary's own SDK lies, for a plugin directory outside the repository.
 const BUILT_FROM_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
 
-/// `jobhost new NAME [--sdk PATH]`.
-pub(super) fn run(dir: &Path, name: &str, sdk: Option<&Path>) -> anyhow::Result<()> {
+/// The language of a plugin `jobhost new` makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(super) enum Lang {
+    /// A Rust crate of its own workspace.
+    #[default]
+    Rust,
+    /// A JavaScript package (ES modules) built by componentize-js.
+    Js,
+}
+
+/// `jobhost new [--lang LANG] NAME [--sdk PATH]`.
+pub(super) async fn run(
+    dir: &Path,
+    name: &str,
+    lang: Lang,
+    sdk: Option<&Path>,
+) -> anyhow::Result<()> {
     check_name(name)?;
     let dir = std::fs::canonicalize(dir).with_context(|| {
         format!(
@@ -27,9 +43,17 @@ pub(super) fn run(dir: &Path, name: &str, sdk: Option<&Path>) -> anyhow::Result<
     if root.exists() {
         bail!("`{}` already exists; pick another name", root.display());
     }
+    match lang {
+        Lang::Rust => new_crate(&dir, &root, name, sdk),
+        Lang::Js => super::scaffold_js::run(&dir, &root, name, sdk).await,
+    }
+}
+
+/// Write the plugin crate `name` at `root`, in the plugin directory `dir`.
+fn new_crate(dir: &Path, root: &Path, name: &str, sdk: Option<&Path>) -> anyhow::Result<()> {
     let sdk = match sdk {
         Some(path) => given_sdk(path)?,
-        None => sdk_dependency(&root, Path::new(BUILT_FROM_SDK)),
+        None => sdk_dependency(root, Path::new(BUILT_FROM_SDK)),
     };
     std::fs::create_dir_all(root.join("src"))
         .with_context(|| format!("cannot create `{}`", root.display()))?;
@@ -63,7 +87,7 @@ pub(super) fn run(dir: &Path, name: &str, sdk: Option<&Path>) -> anyhow::Result<
     Ok(())
 }
 
-fn check_name(name: &str) -> anyhow::Result<()> {
+pub(super) fn check_name(name: &str) -> anyhow::Result<()> {
     let mut chars = name.chars();
     let starts_well = chars.next().is_some_and(|c| c.is_ascii_lowercase());
     let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
@@ -86,23 +110,53 @@ struct Sdk {
     unpublished: bool,
 }
 
-/// The SDK of the repository that holds `root`, by relative path; else the SDK at
-/// `built_from` (this binary's source tree); else the crates.io version, which does not
-/// exist.
-fn sdk_dependency(root: &Path, built_from: &Path) -> Sdk {
+/// Where an SDK was found for a plugin about to be written.
+#[derive(Debug)]
+pub(super) enum FoundSdk {
+    /// In the repository that holds the plugin: `up` (`../../`) then the SDK's directory
+    /// name lead from the plugin to it; `repository` is the repository's root.
+    Above { up: String, repository: PathBuf },
+    /// Elsewhere, at this absolute path (this binary's source tree).
+    At(PathBuf),
+    /// Nowhere on disk.
+    Nowhere,
+}
+
+/// The SDK directory named `sdk_dir` of the repository that holds `root`; else the SDK
+/// at `built_from` (this binary's source tree); else none. `is_sdk` tells an SDK
+/// directory from any other directory of that name.
+pub(super) fn find_sdk(
+    root: &Path,
+    sdk_dir: &str,
+    built_from: &Path,
+    is_sdk: fn(&Path) -> bool,
+) -> FoundSdk {
     for (depth, ancestor) in root.ancestors().enumerate().skip(1) {
-        if is_sdk(&ancestor.join("sdk")) {
-            let up = "../".repeat(depth);
-            return Sdk {
-                dependency: format!("{{ path = \"{up}sdk\" }}"),
-                lockfile: Some(ancestor.join("Cargo.lock")).filter(|l| l.is_file()),
-                unpublished: false,
+        if is_sdk(&ancestor.join(sdk_dir)) {
+            return FoundSdk::Above {
+                up: "../".repeat(depth),
+                repository: ancestor.to_owned(),
             };
         }
     }
     match std::fs::canonicalize(built_from) {
-        Ok(sdk) if is_sdk(&sdk) => by_path(&sdk),
-        _ => Sdk {
+        Ok(sdk) if is_sdk(&sdk) => FoundSdk::At(sdk),
+        _ => FoundSdk::Nowhere,
+    }
+}
+
+/// The SDK of the repository that holds `root`, by relative path; else the SDK at
+/// `built_from` (this binary's source tree); else the crates.io version, which does not
+/// exist.
+fn sdk_dependency(root: &Path, built_from: &Path) -> Sdk {
+    match find_sdk(root, "sdk", built_from, is_sdk) {
+        FoundSdk::Above { up, repository } => Sdk {
+            dependency: format!("{{ path = \"{up}sdk\" }}"),
+            lockfile: Some(repository.join("Cargo.lock")).filter(|l| l.is_file()),
+            unpublished: false,
+        },
+        FoundSdk::At(sdk) => by_path(&sdk),
+        FoundSdk::Nowhere => Sdk {
             dependency: format!("\"{}\"", env!("CARGO_PKG_VERSION")),
             lockfile: None,
             unpublished: true,
@@ -139,12 +193,12 @@ fn is_sdk(dir: &Path) -> bool {
         .is_ok_and(|manifest| manifest.contains("name = \"jobhost-sdk\""))
 }
 
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+pub(super) fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
 }
 
 /// `image-resizer` -> `image_resizer`.
-fn snake(name: &str) -> String {
+pub(super) fn snake(name: &str) -> String {
     name.replace('-', "_")
 }
 

@@ -16,6 +16,8 @@ pub(crate) mod capture;
 pub(crate) mod cli;
 /// The fault tests' ledger, `jobhost run` process and summary table.
 pub(crate) mod faults;
+/// Node.js and npm for the JavaScript plugin tests, with a package cache reused between runs.
+pub(crate) mod node;
 /// A local HTTP(S) server and engines granting `http-probe` outbound requests.
 pub(crate) mod outbound;
 /// One shared engine, fixtures loaded once, and invocations with defaults.

@@ -1,0 +1,177 @@
+//! JavaScript plugins as a user makes them, with the real `jobhost` binary: `jobhost new
+//! --lang js`, the plugins' own `node --test`, `jobhost build` (which installs their pinned
+//! componentize-js), and `jobhost run` on the memory backend working the example
+//! `plugins/email-sender-js` through a retry, a fatal error, a deferral and follow-ups.
+//!
+//! Needs Node.js 20+ and npm; a missing one fails the test unless
+//! `JOBHOST_SKIP_JS_TESTS=1`. npm's cache lives under the target directory
+//! (`support::node::npm_cache`), so only the first run downloads componentize-js.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::cli::{Host, PROCESSING, jobhost, json_of, logged_id, stdout_of};
+use crate::support::node;
+
+/// `npm install` from a cold cache (about 390 MB), and a componentize-js build of each
+/// plugin, on a small busy machine.
+const BUILD: Duration = Duration::from_secs(600);
+
+/// How long a host may take to compile two JavaScript components (~12 MB each) when
+/// they are not in its compiled-artifact cache yet.
+const LOAD: Duration = Duration::from_secs(300);
+
+/// The example's files a user writes (not what npm or the build add).
+const EXAMPLE_FILES: [&str; 4] = [
+    "package.json",
+    "src/plugin.js",
+    "test/plugin.test.js",
+    ".gitignore",
+];
+
+/// Copy `plugins/email-sender-js` into `plugins`, its SDK dependency pointed at this
+/// checkout's `sdk-js` (the example's own `file:../../sdk-js` is relative to the
+/// repository).
+fn copy_example(plugins: &Path) {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the host crate is in the repository");
+    let from = repository.join("plugins/email-sender-js");
+    let to = plugins.join("email-sender-js");
+    for file in EXAMPLE_FILES {
+        let dest = to.join(file);
+        std::fs::create_dir_all(dest.parent().expect("a parent")).expect("the directories");
+        std::fs::copy(from.join(file), &dest).expect("the example's file copies");
+    }
+    let manifest = to.join("package.json");
+    let text = std::fs::read_to_string(&manifest).expect("package.json reads");
+    let sdk = format!("file:{}", repository.join("sdk-js").display());
+    assert!(text.contains("file:../../sdk-js"), "{text}");
+    std::fs::write(&manifest, text.replace("file:../../sdk-js", &sdk)).expect("it writes");
+}
+
+/// `node --test` in `dir` passes.
+fn node_tests_pass(dir: &Path) {
+    let output = Command::new("node")
+        .arg("--test")
+        .current_dir(dir)
+        .output()
+        .expect("node runs");
+    assert!(
+        output.status.success(),
+        "`node --test` passes in {}:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Enqueue `payload` as `job_type` and return the job's id.
+fn enqueue(host: &Host, job_type: &str, payload: &str) -> String {
+    let enqueued = json_of(&host.cli(&["enqueue", job_type, payload, "--json"]));
+    enqueued["job_id"].as_str().expect("a job id").to_owned()
+}
+
+/// The host's line about job `id` that contains every one of `parts`.
+fn line_of(host: &Host, id: &str, parts: &[&str]) -> String {
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains(logged_id(id)) && parts.iter().all(|part| l.contains(part))
+    })
+}
+
+#[test]
+fn a_js_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_deferral_and_follow_ups()
+{
+    if !node::available() {
+        return;
+    }
+    let work = tempfile::tempdir().expect("a temp working directory");
+    let plugins = work.path().join("plugins");
+    std::fs::create_dir(&plugins).expect("the plugin directory");
+    copy_example(&plugins);
+
+    let mut new = jobhost();
+    node::with_npm_cache(&mut new)
+        .args(["new", "--lang", "js", "greeter-js"])
+        .current_dir(work.path());
+    stdout_of(&new.output().expect("jobhost new runs"));
+    node_tests_pass(&plugins.join("greeter-js"));
+
+    let mut build = jobhost();
+    node::with_npm_cache(&mut build)
+        .arg("build")
+        .current_dir(work.path());
+    let built = build.output().expect("jobhost build runs");
+    assert!(
+        built.status.success(),
+        "both plugins build as written; stderr:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    node_tests_pass(&plugins.join("email-sender-js"));
+    for file in ["greeter_js.wasm", "email_sender_js.wasm"] {
+        let size = std::fs::metadata(plugins.join(file))
+            .expect("the component")
+            .len();
+        eprintln!("{file}: {size} bytes");
+    }
+
+    let mut run = jobhost();
+    run.args(["run", "--plugins", "plugins"])
+        .current_dir(work.path());
+    let host = Host::spawn(run, work, BUILD);
+    for file in ["greeter_js.wasm", "email_sender_js.wasm"] {
+        host.wait_for_line(LOAD, |l| l.contains("plugin loaded") && l.contains(file));
+    }
+
+    let greeting = enqueue(&host, "greeter_js.Greet", r#"{"name": "Ada"}"#);
+    line_of(&host, &greeting, &["hello", r#"name="Ada""#]);
+    line_of(&host, &greeting, &["job completed"]);
+
+    // Retryable twice under the queue's policy (4 attempts), sent on attempt 3.
+    let flaky = enqueue(
+        &host,
+        "email.SendEmailJs",
+        r#"{"to": "flaky@example.com", "subject": "s", "body": "b"}"#,
+    );
+    for attempt in ["attempt=1", "attempt=2"] {
+        line_of(
+            &host,
+            &flaky,
+            &["job failed, retrying", attempt, "smtp server busy"],
+        );
+    }
+    line_of(&host, &flaky, &["email sent", r#"to="flaky@example.com""#]);
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("receipt recorded")
+            && l.contains(r#"to="flaky@example.com""#)
+            && l.contains(r#"attempt="3""#)
+    });
+
+    // Fatal: dead-lettered at once, on its first attempt.
+    let invalid = enqueue(
+        &host,
+        "email.SendEmailJs",
+        r#"{"to": "nobody", "subject": "s", "body": "b"}"#,
+    );
+    let dead = line_of(&host, &invalid, &["job dead-lettered"]);
+    assert!(
+        dead.contains("invalid address `nobody`") && dead.contains("attempt=1"),
+        "{dead}"
+    );
+
+    // Deferred once without spending an attempt, then sent.
+    let greylisted = enqueue(
+        &host,
+        "email.SendEmailJs",
+        r#"{"to": "greylisted@example.com", "subject": "s", "body": "b"}"#,
+    );
+    let deferred = line_of(&host, &greylisted, &["job deferred"]);
+    assert!(deferred.contains("delay=1s"), "{deferred}");
+    line_of(&host, &greylisted, &["email sent"]);
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("receipt recorded")
+            && l.contains(r#"to="greylisted@example.com""#)
+            && l.contains(r#"attempt="1""#)
+    });
+}

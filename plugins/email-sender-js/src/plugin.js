@@ -1,0 +1,54 @@
+// Example plugin: `email.SendEmailJs` on queue `examples.emails-js` (4 attempts, exponential
+// waits from 1s to 8s), the semantics of the Rust `email-sender` plus a deferral and a
+// follow-up. The SMTP server is pretend, and its behaviour follows the address:
+// - an address without `@` is fatal (`invalid address ...`): no retry can fix it;
+// - an address containing `flaky` meets a busy server (retryable) on attempts 1 and 2, and
+//   is sent on attempt 3;
+// - an address containing `greylisted` is deferred for 1s on its first delivery (the server
+//   asks to come back later, which spends no attempt), and sent when it comes back;
+// - once sent, an `email.Receipt` follow-up records the delivery.
+
+import { deferred, fatal, job, plugin, queue, retryable } from "@jobhost/sdk";
+
+const emails = queue("examples.emails-js", {
+  retry: { maxAttempts: 4, backoff: "exponential", base: "1s", max: "8s" },
+});
+
+/** The attempt on which a flaky address finally gets through. */
+export const FLAKY_SUCCEEDS_ON = 3;
+
+/** How long a greylisting server asks the sender to wait. */
+export const GREYLIST_MS = 1_000;
+
+/**
+ * @param {{ to: string, subject: string, body: string }} email
+ * @param {import("@jobhost/sdk").JobContext} ctx
+ */
+export function sendEmail(email, ctx) {
+  if (!email.to.includes("@")) {
+    throw fatal(`invalid address \`${email.to}\``);
+  }
+  if (email.to.includes("flaky") && ctx.attempt < FLAKY_SUCCEEDS_ON) {
+    ctx.warn(`smtp server busy for \`${email.to}\` (attempt ${ctx.attempt} of ${ctx.maxAttempts})`);
+    throw retryable("smtp server busy");
+  }
+  if (email.to.includes("greylisted") && ctx.deferrals === 0) {
+    throw deferred(GREYLIST_MS, `greylisted by the server of \`${email.to}\``);
+  }
+  ctx.info("email sent", { to: email.to, subject: email.subject, bytes: email.body.length });
+  ctx.enqueue("email.Receipt", { to: email.to, attempt: ctx.attempt });
+}
+
+/** @param {{ to: string, attempt: number }} receipt */
+export function recordReceipt(receipt, ctx) {
+  ctx.info("receipt recorded", { to: receipt.to, attempt: receipt.attempt });
+}
+
+export default plugin({
+  name: "email-sender-js",
+  queues: [emails],
+  jobs: [
+    job("email.SendEmailJs", { queue: emails, handler: sendEmail }),
+    job("email.Receipt", { queue: emails, handler: recordReceipt }),
+  ],
+});

@@ -1,0 +1,127 @@
+// Types of @jobhost/sdk for TypeScript and editors; the contract is in the JS sources'
+// comments and docs/javascript.md.
+
+/** A duration in jobhost's grammar: `"500ms"`, `"30s"`, `"2 m"`, `"1d"`; a bare `"30"` is seconds. */
+export type Duration = string;
+
+/** A retry policy; `{}` is three attempts, exponential from 1s by 2.0 up to 5m, with jitter. */
+export type RetryPolicy =
+  | { maxAttempts?: number; backoff: "none" }
+  | { maxAttempts?: number; backoff: "fixed"; delay: Duration }
+  | {
+      maxAttempts?: number;
+      backoff?: "exponential";
+      base?: Duration;
+      factor?: number;
+      max?: Duration;
+      jitter?: boolean;
+    };
+
+export interface QueueOptions {
+  /** Unacknowledged deliveries a consumer may hold, 1..=65535; default 16. */
+  prefetch?: number;
+  /** Default true; a quorum queue is always durable. */
+  durable?: boolean;
+  queueType?: "classic" | "quorum";
+  /** 0..=255, default 10; 0 means no priorities. */
+  maxPriority?: number;
+  messageTtl?: Duration;
+  /** How long one attempt may run, unless the job says otherwise. */
+  timeout?: Duration;
+  /** The policy of its jobs that have none; none means one attempt and no retries. */
+  retry?: RetryPolicy;
+}
+
+export interface Queue {
+  readonly kind: "queue";
+  readonly name: string;
+}
+
+export type LogLevel = "trace" | "debug" | "info" | "warn" | "error";
+
+/** Log fields: an object (or a list of pairs) whose values are shown as strings. */
+export type Fields = Record<string, unknown> | [string, unknown][];
+
+/** The delivery being handled, and what a handler may ask of the host. */
+export interface JobContext {
+  /** UUID v4, the same across every retry of the job. */
+  readonly jobId: string;
+  readonly jobType: string;
+  readonly queue: string;
+  /** 1-based attempt number of this delivery. */
+  readonly attempt: number;
+  /** The effective policy's total attempts. */
+  readonly maxAttempts: number;
+  /** How many times the job has been deferred. */
+  readonly deferrals: number;
+  readonly priority: number;
+  /** Time since the job was first enqueued. */
+  readonly ageMs: number;
+  /** Whether a retryable failure now dead-letters the job. */
+  isLastAttempt(): boolean;
+  log(level: LogLevel, message: string, fields?: Fields): void;
+  trace(message: string, fields?: Fields): void;
+  debug(message: string, fields?: Fields): void;
+  info(message: string, fields?: Fields): void;
+  warn(message: string, fields?: Fields): void;
+  error(message: string, fields?: Fields): void;
+  /**
+   * Enqueue a follow-up job (published only if this handler succeeds); returns its id.
+   * @throws EnqueueError when refused
+   */
+  enqueue(jobType: string, payload: unknown, options?: { delayMs?: number }): string;
+}
+
+/** A handler: throws a `JobError` (or anything, which is retryable) when the job did not complete. */
+export type Handler<P = any> = (payload: P, ctx: JobContext) => void | Promise<void>;
+
+export interface JobOptions<P = any> {
+  queue: Queue | string;
+  handler: Handler<P>;
+  /** Replaces the queue's policy entirely. */
+  retry?: RetryPolicy;
+  timeout?: Duration;
+  /** Turns the parsed JSON into the payload; a throw dead-letters the job as a decode error. */
+  decode?: (json: unknown) => P;
+}
+
+export interface Job {
+  readonly kind: "job";
+  readonly name: string;
+}
+
+export interface Plugin {
+  readonly kind: "plugin";
+  readonly name: string;
+}
+
+export function queue(name: string, options?: QueueOptions): Queue;
+export function job<P = any>(name: string, options: JobOptions<P>): Job;
+export function plugin(declaration: { name: string; queues: Queue[]; jobs: Job[] }): Plugin;
+
+/** A declaration the SDK refuses, with every problem listed. */
+export class DeclarationError extends Error {
+  readonly problems: string[];
+}
+
+export class JobError extends Error {
+  readonly kind: "retryable" | "fatal" | "deferred" | "decode";
+  /** Deferrals only. */
+  readonly delayMs?: number;
+  /** Deferrals only: whether the wait is what a called service asked for. */
+  readonly retryAfter?: boolean;
+}
+
+export function retryable(message: string): JobError;
+export function fatal(message: string): JobError;
+/** Run again after `delayMs` without spending an attempt; fatal above `MAX_DELAY_MS`. */
+export function deferred(delayMs: number, reason?: string): JobError;
+/** A deferral for as long as a called service asked (`Retry-After`). */
+export function retryAfter(delayMs: number, reason?: string): JobError;
+
+/** A follow-up the SDK or the host refused. */
+export class EnqueueError extends Error {}
+
+/** The longest wait a broker hold queue can hold a job: 2^31 - 1 ms, about 24.8 days. */
+export const MAX_DELAY_MS: number;
+export function parseDuration(text: Duration): number;

@@ -1,0 +1,95 @@
+// The component side (src/guest.js) in Node: `jobhost:plugin/host@0.4.0`, which exists only
+// inside the component, is stubbed through a module hook that records every host call, so
+// the WIT shapes componentize-js expects (BigInt durations, `{ tag, val }` variants, thrown
+// errors) are checked here and not only end to end (host/tests/cli/cli_js.rs).
+
+import assert from "node:assert/strict";
+import { register } from "node:module";
+import { test } from "node:test";
+
+import { deferred, fatal, job, plugin, queue } from "../src/index.js";
+
+globalThis.hostCalls = [];
+const stub = `data:text/javascript,${encodeURIComponent(
+  "export const log = (...args) => globalThis.hostCalls.push(['log', ...args]);\n" +
+    "export const enqueue = (...args) => { globalThis.hostCalls.push(['enqueue', ...args]); return 'job-2'; };\n",
+)}`;
+register(
+  `data:text/javascript,${encodeURIComponent(
+    `export async function resolve(specifier, context, next) {
+       if (specifier === "jobhost:plugin/host@0.4.0") return { url: ${JSON.stringify(stub)}, shortCircuit: true };
+       return next(specifier, context);
+     }`,
+  )}`,
+);
+const { serve } = await import("../src/guest.js");
+
+const work = queue("work", { retry: { maxAttempts: 4, base: "1s", max: "8s" }, timeout: "30s" });
+const handler = serve(
+  plugin({
+    name: "p",
+    queues: [work, queue("slow", { retry: { backoff: "fixed", delay: "2s" } })],
+    jobs: [
+      job("a.Send", {
+        queue: work,
+        handler: (payload, ctx) => {
+          if (payload.to === "later") throw deferred(1_500, "greylisted");
+          if (payload.to === "nobody") throw fatal("invalid address");
+          ctx.info("sent", { to: payload.to });
+          ctx.enqueue("a.Receipt", { to: payload.to }, { delayMs: 250 });
+        },
+      }),
+      job("a.Receipt", { queue: "slow", handler: () => {} }),
+    ],
+  }),
+);
+
+const delivery = (jobType) => ({
+  jobId: "id-1",
+  jobType,
+  queue: "work",
+  attempt: 1,
+  maxAttempts: 4,
+  deferrals: 0,
+  priority: 0,
+  age: 5n,
+});
+const json = (value) => new TextEncoder().encode(JSON.stringify(value));
+
+test("the manifest carries the declarations in the WIT's shapes", () => {
+  const manifest = handler.manifest();
+  assert.deepEqual(manifest.queues[0].retry, {
+    maxAttempts: 4,
+    backoff: { tag: "exponential", val: { base: 1_000n, factor: 2, max: 8_000n, jitter: true } },
+  });
+  assert.deepEqual(manifest.queues[1].retry, { maxAttempts: 3, backoff: { tag: "fixed", val: 2_000n } });
+  assert.equal(manifest.queues[0].timeout, 30_000n);
+  assert.equal(manifest.queues[0].queueType, "classic");
+  assert.deepEqual(
+    manifest.jobs.map((j) => [j.name, j.queue, j.retry, j.schedule]),
+    [["a.Send", "work", undefined, undefined], ["a.Receipt", "slow", undefined, undefined]],
+  );
+});
+
+test("a completed job logs and enqueues through the host's imports", async () => {
+  globalThis.hostCalls = [];
+  await handler.handle(delivery("a.Send"), json({ to: "a@b" }));
+  assert.deepEqual(globalThis.hostCalls[0], ["log", "info", "sent", [["to", "a@b"]]]);
+  const [, jobType, payload, delay] = globalThis.hostCalls[1];
+  assert.deepEqual([jobType, new TextDecoder().decode(payload), delay], ["a.Receipt", '{"to":"a@b"}', 250n]);
+});
+
+test("each way a job fails is thrown as the WIT's job-error", async () => {
+  await assert.rejects(handler.handle(delivery("a.Send"), json({ to: "later" })), {
+    tag: "deferred",
+    val: { delay: 1_500n, reason: "greylisted", retryAfter: false },
+  });
+  await assert.rejects(handler.handle(delivery("a.Send"), json({ to: "nobody" })), {
+    tag: "fatal",
+    val: "invalid address",
+  });
+  await assert.rejects(handler.handle(delivery("a.Send"), new TextEncoder().encode("{not json")), (error) => error.tag === "decode");
+  await assert.rejects(handler.handle(delivery("x.Unknown"), json({})), (error) =>
+    error.tag === "fatal" && error.val.startsWith("plugin has no handler for job type `x.Unknown`"),
+  );
+});
