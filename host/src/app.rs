@@ -258,7 +258,8 @@ async fn serve<B: AdminBackend>(
     tasks.spawn(async move { fleet.follow_grants(&grants, stop).await });
     // The caps and rate limits follow the grants file the loader reloads.
     // Whichever host settles a scheduled job records how it ended beside its firing.
-    let telemetry = config.worker.telemetry.with(Endings::new(backend.clone()));
+    let endings = Endings::new(backend.clone(), state.grants.clone(), plugins.clone());
+    let telemetry = config.worker.telemetry.with(endings);
     let worker = WorkerConfig {
         caps: state.grants.clone(),
         telemetry,

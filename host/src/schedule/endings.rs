@@ -6,33 +6,46 @@
 //! # Contract
 //! - Only a final settlement is recorded: completed, dead-lettered, expired or cancelled; a
 //!   retry or a deferral is not an ending.
-//! - The schedule's name is the envelope's, which a producer could write: a name that is
-//!   not a schedule's ([`schedule_name_rule`]) is ignored, and the record goes into that
-//!   name's bounded history only, never anywhere else.
+//! - The schedule's name is the envelope's, which a producer could write: only a schedule
+//!   in force ([`in_force`](super::in_force)) whose job type is the job's is recorded, so a
+//!   forged name makes no queue on the broker, and a real one's history stays bounded.
 //! - Recording runs on a task of its own, so a settlement never waits on it; one that
 //!   fails is logged at debug and the firing shows no ending.
 
 use tracing::debug;
 
 use crate::broker::{Ended, Schedules};
+use crate::grants::SharedGrants;
 use crate::job::Settled;
-use crate::job::schedule::schedule_name_rule;
 use crate::telemetry::{Event, Observer};
+use crate::worker::Plugins;
 
-/// Records the endings of scheduled jobs through `backend`, as fired by this host's `host`.
+/// Records the endings of scheduled jobs through `backend`, as settled by this host.
 #[derive(Debug)]
 pub struct Endings<B> {
     backend: B,
+    grants: SharedGrants,
+    plugins: Plugins,
     host: String,
 }
 
 impl<B: Schedules + Clone> Endings<B> {
-    /// Endings recorded through `backend`, said to be settled by this host.
-    pub fn new(backend: B) -> Self {
+    /// Endings recorded through `backend` of the schedules in force by `grants` and
+    /// `plugins`, said to be settled by this host.
+    pub fn new(backend: B, grants: SharedGrants, plugins: Plugins) -> Self {
         Self {
             backend,
+            grants,
+            plugins,
             host: super::this_host(),
         }
+    }
+
+    /// Whether `name` is a schedule in force that fires `job_type`.
+    fn fires(&self, name: &str, job_type: &str) -> bool {
+        super::in_force(&self.grants.current(), &self.plugins.current())
+            .iter()
+            .any(|s| s.name == name && s.schedule.job_type == job_type)
     }
 }
 
@@ -42,9 +55,7 @@ impl<B: Schedules + Clone> Observer for Endings<B> {
             return;
         };
         let Some(job) = &settled.job else { return };
-        let Some(schedule) = job.schedule.filter(|name| schedule_name_rule(name).is_ok()) else {
-            return;
-        };
+        let Some(schedule) = job.schedule else { return };
         let outcome = match settled.settled {
             Settled::Completed => "completed",
             Settled::DeadLettered(_) => "dead-lettered",
@@ -52,6 +63,9 @@ impl<B: Schedules + Clone> Observer for Endings<B> {
             Settled::Cancelled(_) => "cancelled",
             Settled::Retried | Settled::Deferred | Settled::Throttled(_) => return,
         };
+        if !self.fires(schedule, job.job_type) {
+            return;
+        }
         let ended = Ended {
             job_id: job.job_id,
             outcome: outcome.to_owned(),

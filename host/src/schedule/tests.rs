@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{Clock, Endings, Scheduler};
-use crate::broker::{MemoryBackend, Schedules, tick_job_id};
+use crate::broker::{Backend, MemoryBackend, Schedules, tick_job_id};
 use crate::grants::{Grants, SharedGrants};
 use crate::job::{JobSpec, Manifest, Outcome};
 use crate::metrics::Metrics;
@@ -424,16 +424,18 @@ async fn each_firing_shows_how_its_job_ended_on_the_host_that_ran_it() {
             Outcome::Completed { follow_ups: vec![] }
         }
     });
-    let config = WorkerConfig {
-        telemetry: Telemetry::none().with(Endings::new(backend.clone())),
-        ..WorkerConfig::default()
-    };
-    let h = Harness::start_on(backend.clone(), [unit], config).await;
     let text = format!(
         "[schedules.good]\njob_type = \"{JOB_TYPE}\"\nevery = \"1s\"\n\
          [schedules.bad]\njob_type = \"{JOB_TYPE}\"\nevery = \"1s\"\npayload = {{ fail = true }}\n"
     );
     let grants = SharedGrants::new(Grants::parse(Path::new("jobhost.toml"), &text).expect("valid"));
+    // The file's schedules are in force whatever plugins are loaded.
+    let endings = Endings::new(backend.clone(), grants.clone(), Plugins::new());
+    let config = WorkerConfig {
+        telemetry: Telemetry::none().with(endings),
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start_on(backend.clone(), [unit], config).await;
     let scheduler = Scheduler::new(
         backend.clone(),
         grants,
@@ -447,7 +449,23 @@ async fn each_firing_shows_how_its_job_ended_on_the_host_that_ran_it() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop_token.cancel();
     running.await.expect("the scheduler ends");
+    // A producer's job naming a schedule not in force records no ending, even beside a
+    // firing of that name.
+    let mut forged = h.enqueue(JOB_TYPE, serde_json::json!({})).await;
+    forged.job_id = Uuid::new_v4();
+    forged.schedule = Some("forged".to_owned());
+    let firing = crate::broker::Firing {
+        tick_ms: START,
+        at_ms: START,
+        host: "elsewhere".to_owned(),
+        job_id: forged.job_id,
+        ended: None,
+    };
+    backend.record("forged", &firing).await.expect("memory");
+    h.backend.publish(&forged, None).await.expect("published");
     h.run_until_idle().await;
+    let kept = backend.firings("forged").await.expect("memory");
+    assert_eq!(kept[0].ended, None, "no ending for a schedule not in force");
     for (schedule, outcome) in [("good", "completed"), ("bad", "dead-lettered")] {
         let firings = backend.firings(schedule).await.expect("memory");
         assert_eq!(firings.len(), 3, "{schedule}: {firings:?}");

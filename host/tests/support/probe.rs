@@ -272,6 +272,19 @@ pub(crate) fn starts_of(ledger: &Ledger, key: &str) -> Vec<Instant> {
     starts
 }
 
+/// A limit of 10/s with a burst of 10 held, give or take 2: starts at most `ahead` of
+/// rate·t, and `most` in any one second (from [`rate_of`]).
+pub(crate) fn assert_within_burst_of_ten(ahead: f64, most: usize) {
+    assert!(
+        ahead <= 12.0,
+        "never more than the burst (10) ahead of rate·t, give or take 2: {ahead:.1}"
+    );
+    assert!(
+        most <= 22,
+        "at most burst + rate in a second, give or take 2: {most}"
+    );
+}
+
 /// The most of `starts` in any one second; the rate from the first to the last one, not
 /// counting `burst` (which may start at once); and by how much the starts ran ahead of
 /// `per_second`·t at most (which a rate limit keeps at its burst).
