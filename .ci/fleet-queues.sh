@@ -1,10 +1,10 @@
 # Sourced by .ci/test and .ci/run. Every jobhost host on RabbitMQ declares the fleet's own
-# queues (the operators' orders, the schedulers' lead), and the hosts the tests and the
+# queues (the operators' orders, the schedulers' lead, the recorded attempts), and the hosts the tests and the
 # benchmarks run leave them behind: on exit, delete those that were not there before, so
 # the broker on 5672 is left as it was found.
 # The example plugin email-sender declares the schedule email.DailyDigest, whose history
 # any host that leads the schedulers with it loaded reads, and so declares.
-fleet_queues=(jobhost.control jobhost.scheduler.leader
+fleet_queues=(jobhost.control jobhost.scheduler.leader jobhost.recordings
     jobhost.schedule.email.DailyDigest.fired jobhost.schedule.email.DailyDigest.ended)
 queues_before=""
 if command -v rabbitmqctl >/dev/null 2>&1; then

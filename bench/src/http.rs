@@ -107,6 +107,7 @@ async fn through_plugin(
             payload: &payload,
             timeout: Duration::from_secs(60),
             trace: JobTrace::start(None),
+            recorder: None,
         };
         let began = Instant::now();
         let outcome = plugin.invoke(job).await;

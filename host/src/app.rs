@@ -42,6 +42,7 @@ use tracing::{error, info, warn};
 
 use crate::activity::Activity;
 use crate::admin::{self, AdminAccess, AdminBackend, AdminState};
+use crate::broker;
 use crate::files::{self, Rules};
 use crate::grants::{Grants, GrantsError, HostSecrets};
 use crate::metrics::Metrics;
@@ -260,9 +261,11 @@ async fn serve<B: AdminBackend>(
     // Whichever host settles a scheduled job records how it ended beside its firing.
     let endings = Endings::new(backend.clone(), state.grants.clone(), plugins.clone());
     let telemetry = config.worker.telemetry.with(endings);
+    // Attempts that do not complete are recorded where every host can read them.
     let worker = WorkerConfig {
         caps: state.grants.clone(),
         telemetry,
+        recorder: Some(broker::recorder(backend.clone())),
         ..config.worker
     };
     let scheduler = Scheduler::new(

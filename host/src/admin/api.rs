@@ -661,6 +661,13 @@ pub struct OrderRequest {
     pub by: Operator,
 }
 
+/// The body of `POST /recordings`: whose recordings to find.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingsRequest {
+    /// The jobs, at most [`MAX_RECORDINGS_ASKED`](super::MAX_RECORDINGS_ASKED).
+    pub job_ids: Vec<uuid::Uuid>,
+}
+
 /// `duration` in whole milliseconds, saturating.
 pub fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)

@@ -14,9 +14,10 @@ use tokio::net::TcpStream;
 
 use super::api::{
     DeadLetterList, EnqueueRequest, Enqueued, ErrorBody, Health, Order, OrderRequest, PluginView,
-    PolicyReport, PurgeReport, ReplayReport, ScheduleView,
+    PolicyReport, PurgeReport, RecordingsRequest, ReplayReport, ScheduleView,
 };
 use super::dashboard::LoginView;
+use crate::job::Recording;
 
 /// How long connecting may take: the API is local, so anything longer means no host.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -117,6 +118,24 @@ impl AdminClient {
     /// `GET /schedules`.
     pub async fn schedules(&self) -> Result<Vec<ScheduleView>, ClientError> {
         self.call(Method::GET, "/schedules", None::<&()>).await
+    }
+
+    /// `GET /recordings/{job_id}`: the kept recordings of the job's attempts.
+    pub async fn recordings(&self, job_id: uuid::Uuid) -> Result<Vec<Recording>, ClientError> {
+        self.call(Method::GET, &format!("/recordings/{job_id}"), None::<&()>)
+            .await
+    }
+
+    /// `POST /recordings`: the kept recordings of up to
+    /// [`MAX_RECORDINGS_ASKED`](super::MAX_RECORDINGS_ASKED) jobs.
+    pub async fn find_recordings(
+        &self,
+        job_ids: &[uuid::Uuid],
+    ) -> Result<Vec<Recording>, ClientError> {
+        let request = RecordingsRequest {
+            job_ids: job_ids.to_vec(),
+        };
+        self.call(Method::POST, "/recordings", Some(&request)).await
     }
 
     /// `GET /policy/{job_type}`.

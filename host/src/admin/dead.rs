@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use crate::broker::{
     Backend, BrokerError, Control, DeadLetters, MemoryBackend, QueueDepth, RabbitMqBackend,
-    Schedules,
+    Recordings, Schedules,
 };
 
 /// A backend the admin API can serve: the worker's [`Backend`], the operator's
-/// [`DeadLetters`] and [`Control`] of the fleet, the schedulers' [`Schedules`], and the depths
+/// [`DeadLetters`] and [`Control`] of the fleet, the schedulers' [`Schedules`], the recorded
+/// attempts ([`Recordings`]), and the depths
 /// the dashboard shows.
-pub trait AdminBackend: Backend + DeadLetters + Control + Schedules + Clone {
+pub trait AdminBackend: Backend + DeadLetters + Control + Schedules + Recordings + Clone {
     /// `"memory"` or `"rabbitmq"`, for `/healthz` and logs.
     const KIND: &'static str;
 

@@ -22,6 +22,8 @@
 //! | `GET /policy/{job_type}` | [`PolicyReport`](api::PolicyReport) with its wait schedule | token or session: part of the plugins' view |
 //! | `POST /jobs` | [`EnqueueRequest`](api::EnqueueRequest) -> [`Enqueued`](api::Enqueued) | token, or session from the page |
 //! | `GET /dead/{queue}?limit=N` | [`DeadLetterList`](api::DeadLetterList): the first letters as excerpts, at most [`LISTING_MAX_BYTES`](crate::broker::LISTING_MAX_BYTES) | token or session: payloads and reasons |
+//! | `POST /recordings` | the kept [`Recording`](crate::job::Recording)s of the [`RecordingsRequest`](api::RecordingsRequest)'s jobs (at most 16) |  token or session |
+//! | `GET /recordings/{job_id}` | the kept [`Recording`](crate::job::Recording)s of the job's attempts, oldest first (docs/replay.md) | token or session: payloads and answers |
 //! | `POST /dead/{queue}/replay` | [`ReplayReport`](api::ReplayReport) | token, or session from the page |
 //! | `DELETE /dead/{queue}` | [`PurgeReport`](api::PurgeReport) | token, or session from the page |
 //! | `POST /dead/{queue}/{job_id}/replay` | [`ReplayReport`](api::ReplayReport) of that one job | token, or session from the page |
@@ -67,7 +69,8 @@ pub use client::{AdminClient, ClientError};
 pub use dead::AdminBackend;
 pub use jobs::enqueue;
 pub use server::{
-    DEFAULT_DEAD_LIMIT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_DEAD_LIMIT, router, serve,
+    DEFAULT_DEAD_LIMIT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_DEAD_LIMIT, MAX_RECORDINGS_ASKED,
+    router, serve,
 };
 pub use session::{LOGIN_LIFETIME, MAX_PENDING_LOGINS, MAX_SESSIONS, SESSION_LIFETIME};
 pub use state::AdminState;

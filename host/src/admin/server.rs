@@ -21,7 +21,7 @@ use uuid::Uuid;
 use super::access;
 use super::api::{
     Command, DeadLetterList, EnqueueRequest, Enqueued, Health, Order, OrderRequest, PluginView,
-    PolicyReport, PurgeReport, ReplayReport, ScheduleView,
+    PolicyReport, PurgeReport, RecordingsRequest, ReplayReport, ScheduleView,
 };
 use super::dashboard;
 use super::dead::AdminBackend;
@@ -29,6 +29,7 @@ use super::error::ApiError;
 use super::jobs::enqueue;
 use super::state::AdminState;
 use crate::broker::{BrokerError, dead_letter_queue_name};
+use crate::job::Recording;
 use crate::producer::EnqueueOptions;
 use crate::schedule::{Clock, InForce, Source, in_force};
 use crate::telemetry::Event;
@@ -37,6 +38,9 @@ use crate::trace::TraceContext;
 
 /// How many dead letters `GET /dead/{queue}` lists unless `?limit=` says otherwise.
 pub const DEFAULT_DEAD_LIMIT: usize = 100;
+/// The most jobs `POST /recordings` looks up at once: each recording may be a MiB.
+pub const MAX_RECORDINGS_ASKED: usize = 16;
+
 /// The most `GET /dead/{queue}?limit=` accepts, because a listing reads each letter up to
 /// its limit off the broker, one at a time, whatever its byte cap leaves out.
 pub const MAX_DEAD_LIMIT: usize = 1000;
@@ -70,6 +74,8 @@ fn routes<B: AdminBackend>(state: AdminState<B>, shutdown: CancellationToken) ->
         .route("/queues/{queue}/{action}", post(pause_or_resume::<B>))
         .route("/jobs/{job_id}/cancel", post(cancel_job::<B>))
         .route("/schedules", get(schedules::<B>))
+        .route("/recordings/{job_id}", get(recordings::<B>))
+        .route("/recordings", post(find_recordings::<B>))
         .with_state(state)
         .merge(dashboard.private)
         .route_layer(middleware::from_fn(access::require_caller))
@@ -331,6 +337,32 @@ async fn pause_or_resume<B: AdminBackend>(
 
 /// Any job id, because the job may be queued, held or running on another host, none of
 /// which this host can see.
+/// The kept recordings of a job's attempts, oldest first; none is an empty list.
+async fn recordings<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path(job_id): Path<Uuid>,
+) -> Result<Json<Vec<Recording>>, ApiError> {
+    Ok(Json(state.backend.recordings_of(&[job_id]).await?))
+}
+
+/// The kept recordings of up to [`MAX_RECORDINGS_ASKED`] jobs at once, in one pass over
+/// what is kept: what `jobhost replay --queue` asks for a page of dead letters.
+async fn find_recordings<B: AdminBackend>(
+    State(state): Shared<B>,
+    Json(asked): Json<RecordingsRequest>,
+) -> Result<Json<Vec<Recording>>, ApiError> {
+    if asked.job_ids.len() > MAX_RECORDINGS_ASKED {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} job ids asked; at most {MAX_RECORDINGS_ASKED} at once",
+                asked.job_ids.len()
+            ),
+        ));
+    }
+    Ok(Json(state.backend.recordings_of(&asked.job_ids).await?))
+}
+
 async fn cancel_job<B: AdminBackend>(
     State(state): Shared<B>,
     Path(job_id): Path<Uuid>,

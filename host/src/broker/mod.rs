@@ -1,7 +1,8 @@
 //! Where jobs wait: the [`Backend`] seam and its two implementations, what an operator
 //! does with dead letters on either ([`DeadLetters`]), and what an operator tells the
 //! whole fleet through either: pause, resume, cancel ([`Control`]), and what the fleet's
-//! schedulers keep there: who leads, each schedule's last firings ([`Schedules`]).
+//! schedulers keep there: who leads, each schedule's last firings ([`Schedules`]), and the
+//! fleet's recorded attempts ([`Recordings`]).
 //!
 //! The seam is shaped after RabbitMQ's topology (see docs/architecture.md, "Wire format
 //! and topology"): a work queue `q`, its dead-letter queue `q.dead`, and one hold queue
@@ -28,6 +29,7 @@ mod hold;
 mod memory;
 mod permits;
 mod rabbitmq;
+mod recordings;
 mod schedule;
 mod tokens;
 mod unique;
@@ -61,6 +63,10 @@ pub use permits::Permits;
 pub use rabbitmq::{
     RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower, RabbitMqLease,
     RabbitMqOptions, ReconnectBackoff,
+};
+pub use recordings::{
+    PENDING_MAX, RECORDINGS_KEPT, RECORDINGS_MAX_BYTES, RECORDINGS_QUEUE, RECORDINGS_TTL,
+    Recordings, recorder,
 };
 pub use schedule::{
     Ended, FIRING_MAX_BYTES, Firing, HISTORY, LEADER_QUEUE, MEMORY_LEASE, Record, Schedules,

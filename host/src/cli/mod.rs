@@ -16,6 +16,7 @@ mod log_format;
 mod logging;
 mod ops;
 mod paths;
+mod replay;
 mod scaffold;
 mod scaffold_js;
 mod schedules;
@@ -103,6 +104,8 @@ enum Command {
     },
     /// List the grants file's schedules: next firing and last firings (when, host, job id).
     Schedules(ClientArgs),
+    /// Replay a recorded attempt offline, with its plugin version or another (`--plugin`).
+    Replay(replay::ReplayArgs),
     /// Print a link that signs a browser in to the running host's dashboard (good once,
     /// for a few minutes); the host never logs one.
     Dashboard(DashboardArgs),
@@ -460,5 +463,6 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Job { action } => control::job(action).await,
         Command::Dashboard(args) => dashboard::run(args).await,
         Command::Schedules(args) => schedules::run(args).await,
+        Command::Replay(args) => replay::run(args).await,
     }
 }

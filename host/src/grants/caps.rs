@@ -105,8 +105,15 @@ pub(super) struct QueueSection {
     concurrency: Option<Spanned<i64>>,
     #[serde(default)]
     pub(super) paused: bool,
+    /// `record = false` keeps no recording of the queue's failed attempts.
+    #[serde(default = "recorded")]
+    pub(super) record: bool,
     pub(super) rate: Option<Spanned<String>>,
     pub(super) burst: Option<Spanned<i64>>,
+}
+
+fn recorded() -> bool {
+    true
 }
 
 /// `[jobs.TYPE]`: its per-key cap, its per-key rate limit (`rates`), or both.

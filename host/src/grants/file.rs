@@ -119,6 +119,12 @@ pub(super) fn parse(
         .filter(|(_, section)| section.paused)
         .map(|(name, _)| name.get_ref().clone())
         .collect();
+    let unrecorded = document
+        .queues
+        .iter()
+        .filter(|(_, section)| !section.record)
+        .map(|(name, _)| name.get_ref().clone())
+        .collect();
     let caps = caps::parse(&lines, document.queues, document.jobs)?;
     let mut schedules = BTreeMap::new();
     for (name, section) in document.schedules {
@@ -134,6 +140,7 @@ pub(super) fn parse(
         caps,
         rates,
         paused,
+        unrecorded,
         schedules,
     })
 }

@@ -310,6 +310,11 @@ impl PluginGrants {
         })
     }
 
+    /// Whether `key` names a secret rather than a plain config value.
+    pub fn is_secret(&self, key: &str) -> bool {
+        matches!(self.values.get(key), Some(Value::Secret { .. }))
+    }
+
     /// The permits of its requests in flight.
     pub fn requests(&self) -> &Arc<RequestSlots> {
         &self.requests
@@ -349,6 +354,8 @@ pub struct Grants {
     rates: Rates,
     /// The queues the file pauses (`paused = true`).
     paused: BTreeSet<String>,
+    /// The queues whose failed attempts are not recorded (`record = false`).
+    unrecorded: BTreeSet<String>,
     schedules: BTreeMap<String, Arc<Schedule>>,
 }
 
@@ -362,6 +369,7 @@ impl Grants {
             caps: Caps::default(),
             rates: Rates::default(),
             paused: BTreeSet::new(),
+            unrecorded: BTreeSet::new(),
             schedules: BTreeMap::new(),
         }
     }
@@ -447,6 +455,12 @@ impl Grants {
     /// so (see docs/flow-control.md, "Pause and resume").
     pub fn paused(&self) -> &BTreeSet<String> {
         &self.paused
+    }
+
+    /// Whether the failed attempts of `queue` are recorded for replay: unless the file
+    /// says `[queues."NAME"] record = false` (docs/replay.md).
+    pub fn records(&self, queue: &str) -> bool {
+        !self.unrecorded.contains(queue)
     }
 
     /// The operator's schedules (`[schedules."NAME"]`), by name, disabled ones included.

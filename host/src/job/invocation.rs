@@ -6,6 +6,7 @@ use jobhost_sdk::JobError;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use super::Recorder;
 use crate::trace::JobTrace;
 
 /// One delivery to run.
@@ -35,6 +36,9 @@ pub struct Invocation<'a> {
     /// How long this attempt may run: the job's timeout, else the queue's, else the
     /// engine's default.
     pub timeout: Duration,
+    /// Where to keep this attempt's recording if it does not complete; none records
+    /// nothing (docs/replay.md).
+    pub recorder: Option<&'a dyn Recorder>,
 }
 
 /// What became of one attempt.

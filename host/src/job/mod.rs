@@ -13,6 +13,8 @@
 //!   job shows it.
 //! - [`Utc`]: a moment as the log, dead letters and the CLI show it.
 //! - [`MAX_HOLD_DELAY`], [`DelayTooLong`]: how long a job can wait in a hold queue.
+//! - [`Recording`], [`Recorder`]: one attempt's inputs and import answers, kept to replay
+//!   it offline ([`recording`]).
 //! - [`Schedule`], [`Timing`], [`Missed`]: when a periodic job fires, the operator's or a
 //!   plugin's, and the rules both are read by ([`schedule`]).
 
@@ -22,6 +24,7 @@ mod invocation;
 mod manifest;
 mod operator;
 mod plugin_change;
+pub mod recording;
 pub mod schedule;
 mod settled;
 mod utc;
@@ -33,6 +36,7 @@ pub use invocation::{FollowUp, Invocation, Outcome};
 pub use manifest::{DeclaredLimits, JOB_TYPE_MAX, JobSpec, Manifest, ManifestError, job_type_rule};
 pub use operator::{Cancellation, OPERATOR_MAX, Operator};
 pub use plugin_change::PluginChange;
+pub use recording::{Recorder, Recording};
 pub use schedule::{Missed, Schedule, Timing};
 pub use settled::{DeadCause, Delayed, JobRef, OTHER_JOB_TYPE, Settled, SettledJob, Throttle};
 pub use utc::Utc;

@@ -53,20 +53,37 @@ fn get(mut store: Store<'_>, key: &WasmStr) -> wasmtime::Result<Option<String>> 
     if key.len() > KEY_MAX {
         return Ok(None);
     }
-    let grants = store.data().grants.plugin_grants();
-    Ok(grants
-        .and_then(|grants| grants.value(&key))
-        .map(str::to_owned))
+    let state = store.data();
+    let lookup = || {
+        let grants = state.grants.plugin_grants()?;
+        let value = grants.value(&key)?.to_owned();
+        Some((value, grants.is_secret(&key)))
+    };
+    match &state.tape {
+        Some(tape) => tape.config(&key, lookup),
+        None => Ok(lookup().map(|(value, _)| value)),
+    }
 }
 
 fn get_all(mut store: Store<'_>) -> wasmtime::Result<Vec<(String, String)>> {
     host_api::call(&mut store)?;
-    let Some(grants) = store.data().grants.plugin_grants() else {
-        return Ok(Vec::new());
+    let state = store.data();
+    let lookup = || {
+        let Some(grants) = state.grants.plugin_grants() else {
+            return Vec::new();
+        };
+        (grants.values.keys())
+            .filter_map(|key| {
+                let value = grants.value(key)?.to_owned();
+                Some((key.clone(), value, grants.is_secret(key)))
+            })
+            .collect()
     };
-    Ok(grants
-        .values
-        .keys()
-        .filter_map(|key| Some((key.clone(), grants.value(key)?.to_owned())))
-        .collect())
+    match &state.tape {
+        Some(tape) => tape.config_all(lookup),
+        None => Ok(lookup()
+            .into_iter()
+            .map(|(key, value, _)| (key, value))
+            .collect()),
+    }
 }

@@ -32,6 +32,8 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
 use super::bindings::types::Level as GuestLevel;
 use super::budget::BudgetExceeded;
+use super::tape::Tape;
+use crate::job::recording::LogLine;
 use crate::text::{self, NAME_MAX, REASON_MAX};
 use crate::trace::JobTrace;
 
@@ -82,6 +84,9 @@ impl LogTags {
 pub(super) struct LogSink {
     tags: LogTags,
     state: Mutex<SinkState>,
+    /// Where a recorded or replayed job's lines are written down too; a replay's lines go
+    /// only there, for the replay to show.
+    tape: Option<Tape>,
 }
 
 #[derive(Debug)]
@@ -145,7 +150,7 @@ fn emit(level: Level, tags: &LogTags, source: &str, fields: &str, message: &str)
 
 impl LogSink {
     /// A sink for one job that may hand over `log_bytes` bytes in all.
-    pub(super) fn new(tags: LogTags, log_bytes: usize) -> Arc<Self> {
+    pub(super) fn new(tags: LogTags, log_bytes: usize, tape: Option<Tape>) -> Arc<Self> {
         let state = SinkState {
             budget: log_bytes,
             limit: log_bytes,
@@ -157,6 +162,7 @@ impl LogSink {
         Arc::new(Self {
             tags,
             state: Mutex::new(state),
+            tape,
         })
     }
 
@@ -202,7 +208,7 @@ impl LogSink {
             GuestLevel::Error => Level::ERROR,
         };
         let message = text::bounded(message, REASON_MAX);
-        emit(level, &self.tags, "log", &rendered, &message);
+        self.emit(level, "log", &rendered, &message);
         Ok(())
     }
 
@@ -233,7 +239,24 @@ impl LogSink {
             Stdio::Stdout => Level::INFO,
             Stdio::Stderr => Level::WARN,
         };
-        emit(level, &self.tags, stdio.name(), "", &line);
+        self.emit(level, stdio.name(), "", &line);
+    }
+
+    /// A line of the job's log: on the tape, if it has one, and in the host's log unless
+    /// the tape plays a recording.
+    fn emit(&self, level: Level, source: &str, fields: &str, message: &str) {
+        if let Some(tape) = &self.tape {
+            tape.log(LogLine {
+                level: level.as_str().to_ascii_lowercase(),
+                source: source.to_owned(),
+                message: message.to_owned(),
+                fields: fields.to_owned(),
+            });
+            if tape.playing() {
+                return;
+            }
+        }
+        emit(level, &self.tags, source, fields, message);
     }
 
     fn state(&self) -> MutexGuard<'_, SinkState> {
@@ -375,7 +398,7 @@ mod tests {
             1,
             Some(JobTrace::start(None)),
         );
-        LogSink::new(tags, log_bytes)
+        LogSink::new(tags, log_bytes, None)
     }
 
     #[test]

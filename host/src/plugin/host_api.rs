@@ -100,15 +100,24 @@ fn enqueue(
     if let Err(exceeded) = state.spent.follow_up(job_type_len, payload.len()) {
         return Err(state.spent.overrun(exceeded));
     }
-    let follow_up = {
+    let (job_type, follow_up) = {
         let job_type = job_type.to_str(&store)?;
-        follow_up(&job_type, payload.as_le_slice(&store), delay)
+        let follow_up = follow_up(&job_type, payload.as_le_slice(&store), delay);
+        (job_type.into_owned(), follow_up)
     };
-    Ok(follow_up.map(|follow_up| {
-        let id = follow_up.job_id.to_string();
+    let answer = follow_up
+        .as_ref()
+        .map(|follow_up| follow_up.job_id.to_string());
+    // A replay answers the recorded id, so the guest sees the same follow-up.
+    let answer = match &store.data().tape {
+        Some(tape) => tape.enqueue(&job_type, answer.map_err(Clone::clone))?,
+        None => answer.map_err(Clone::clone),
+    };
+    if let (Ok(mut follow_up), Ok(id)) = (follow_up, &answer) {
+        follow_up.job_id = id.parse().unwrap_or(follow_up.job_id);
         store.data_mut().follow_ups.push(follow_up);
-        id
-    }))
+    }
+    Ok(answer)
 }
 
 /// A follow-up of `job_type` with `payload`, or why the guest's request is refused.

@@ -23,8 +23,11 @@ use super::engine::BACKSTOP_GRACE;
 use super::guest_log::LogTags;
 use super::load::Plugin;
 use super::store::{StoreSetup, new_store, timed_out};
-use crate::job::{Invocation, Outcome};
+use super::tape::{Replayed, Tape};
+use crate::job::recording::{RecordedJob, RecordedPlugin};
+use crate::job::{Invocation, Outcome, Recording, now_ms};
 use crate::text::{self, REASON_MAX};
+use crate::trace::JobTrace;
 
 impl Plugin {
     /// Run one job in a fresh instance, within `job.timeout` and the engine's memory cap.
@@ -33,6 +36,53 @@ impl Plugin {
     /// engine's job permits are all taken. Cancel-safe: dropping the future drops the
     /// instance.
     pub async fn invoke(&self, job: Invocation<'_>) -> Outcome {
+        let Some(recorder) = job.recorder else {
+            return self.attempt(&job, None).await;
+        };
+        let recorded_at_ms = now_ms();
+        let tape = Tape::record();
+        let outcome = self.attempt(&job, Some(tape.clone())).await;
+        if !matches!(outcome, Outcome::Completed { .. }) {
+            let plugin = RecordedPlugin {
+                name: self.inner.identity.name.to_string(),
+                sha256: self.inner.identity.sha256.to_string(),
+            };
+            let recording = tape.into_recording(
+                recorded_job(&job),
+                plugin,
+                recorded_at_ms,
+                (&outcome).into(),
+            );
+            recorder.keep(recording);
+        }
+        outcome
+    }
+
+    /// Play `recording` back in a fresh instance of this plugin, offline: every import is
+    /// answered from the recording, and the first call it does not hold stops the guest
+    /// (see docs/replay.md).
+    pub async fn replay(&self, recording: &Recording) -> Replayed {
+        let job = &recording.job;
+        let job = Invocation {
+            job_id: job.job_id,
+            job_type: &job.job_type,
+            queue: &job.queue,
+            attempt: job.attempt,
+            max_attempts: job.max_attempts,
+            deferrals: job.deferrals,
+            priority: job.priority,
+            age: Duration::from_millis(job.age_ms),
+            payload: job.payload.as_bytes(),
+            trace: JobTrace::start(None),
+            timeout: Duration::from_millis(job.timeout_ms),
+            recorder: None,
+        };
+        let tape = Tape::play(recording);
+        let outcome = self.attempt(&job, Some(tape.clone())).await;
+        tape.into_replayed((&outcome).into())
+    }
+
+    async fn attempt(&self, job: &Invocation<'_>, tape: Option<Tape>) -> Outcome {
         let _permit = self
             .inner
             .engine
@@ -52,13 +102,13 @@ impl Plugin {
         };
         // Boxed so that this future stays small: it holds the instance's futures, and the
         // caller boxes this one again (`Handler::invoke`), which would copy them whole.
-        let run = Box::pin(self.run(&job));
+        let run = Box::pin(self.run(job, tape));
         tokio::time::timeout(job.timeout + BACKSTOP_GRACE, run)
             .await
             .unwrap_or_else(|_| Outcome::Crashed(timed_out(job.timeout)))
     }
 
-    async fn run(&self, job: &Invocation<'_>) -> Outcome {
+    async fn run(&self, job: &Invocation<'_>, tape: Option<Tape>) -> Outcome {
         let inner = &self.inner;
         let engine = &inner.engine.inner;
         let tags = LogTags::new(
@@ -78,6 +128,7 @@ impl Plugin {
                 plugin: inner.identity.clone(),
                 job_id: job.job_id,
                 grants: engine.grants.current(),
+                tape,
             },
         );
         let context = wit::JobContext {
@@ -105,6 +156,22 @@ impl Plugin {
             Ok(Err(error)) => handler_error(error),
             Err(err) => Outcome::Crashed(store.data().crash_reason(&err, job.timeout)),
         }
+    }
+}
+
+/// The job of an attempt as its recording keeps it.
+fn recorded_job(job: &Invocation<'_>) -> RecordedJob {
+    RecordedJob {
+        job_id: job.job_id,
+        job_type: job.job_type.to_owned(),
+        queue: job.queue.to_owned(),
+        attempt: job.attempt,
+        max_attempts: job.max_attempts,
+        deferrals: job.deferrals,
+        priority: job.priority,
+        age_ms: u64::try_from(job.age.as_millis()).unwrap_or(u64::MAX),
+        timeout_ms: u64::try_from(job.timeout.as_millis()).unwrap_or(u64::MAX),
+        payload: String::from_utf8_lossy(job.payload).into_owned(),
     }
 }
 

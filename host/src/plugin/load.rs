@@ -249,6 +249,7 @@ fn read_manifest(
             grants: Arc::new(Grants::none(crate::grants::FILE_NAME)),
             plugin: identity.clone(),
             job_id: Uuid::nil(),
+            tape: None,
         },
     );
     let watchdog =

@@ -29,6 +29,8 @@
 //! - `store`, `host_api`, `guest_log`: the per-job store data and limits, the imports a
 //!   guest calls, and where its output goes.
 //! - [`budget`](HostCallBudget): what a job may hand the host, counted before it is copied.
+//! - `tape`: an attempt's recording, or the recording a [`replay`](Plugin::replay) plays
+//!   back (docs/replay.md).
 //! - `outbound`: `wasi:http` under the grants: the check, the checked connection, the
 //!   limits, and what a job may hold through it; `config_store`: `wasi:config/store`.
 //!
@@ -51,9 +53,11 @@ mod load;
 mod manifest;
 mod outbound;
 mod store;
+mod tape;
 mod watchdog;
 
 pub use budget::{BudgetExceeded, HostCallBudget, HttpPart};
 pub use engine::{DEFAULT_MAX_PLUGIN_SIZE, EPOCH_TICK, Engine, EngineConfig, MEMORY_RESERVATION};
 pub use error::{EngineError, LoadError};
 pub use load::{Plugin, WIT_VERSION};
+pub use tape::Replayed;

@@ -17,6 +17,7 @@ use super::budget::{BudgetExceeded, HostCallBudget, Spent};
 use super::engine::MIB;
 use super::guest_log::{GuestStdio, LogSink, LogTags, Stdio};
 use super::outbound::JobGrants;
+use super::tape::Tape;
 use crate::grants::{Grants, Identity};
 use crate::job::FollowUp;
 use crate::text::{self, REASON_MAX};
@@ -38,6 +39,8 @@ pub(super) struct JobState {
     pub(super) follow_ups: Vec<FollowUp>,
     /// The message of the guest's panic, reported just before it aborts.
     pub(super) panic: Option<String>,
+    /// What records the job's import answers, or plays a recording's back.
+    pub(super) tape: Option<Tape>,
 }
 
 impl std::fmt::Debug for JobState {
@@ -128,6 +131,8 @@ pub(super) struct StoreSetup {
     pub(super) job_id: Uuid,
     /// The grants in force when the call starts.
     pub(super) grants: Arc<Grants>,
+    /// Whether to record the call, or the recording it plays back.
+    pub(super) tape: Option<Tape>,
 }
 
 /// A fresh store for one call, set up as `setup` says.
@@ -148,16 +153,20 @@ pub(super) fn new_store(
         plugin,
         job_id,
         grants,
+        tape,
     } = setup;
     let deadline = Instant::now() + timeout;
-    let log = LogSink::new(tags, budget.log_bytes);
-    let wasi = WasiCtx::builder()
-        .stdout(GuestStdio::new(Arc::clone(&log), Stdio::Stdout))
+    let log = LogSink::new(tags, budget.log_bytes, tape.clone());
+    let mut wasi = WasiCtx::builder();
+    wasi.stdout(GuestStdio::new(Arc::clone(&log), Stdio::Stdout))
         .stderr(GuestStdio::new(Arc::clone(&log), Stdio::Stderr))
         .allow_tcp(false)
         .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        .build();
+        .allow_ip_name_lookup(false);
+    if let Some(tape) = &tape {
+        tape.wire(&mut wasi);
+    }
+    let wasi = wasi.build();
     // Every resource a guest holds (wasi:http's, WASI's streams and pollables) lives in
     // this table, in host memory: its size is part of the budget.
     let mut table = ResourceTable::new();
@@ -170,7 +179,7 @@ pub(super) fn new_store(
         wasi,
         http: WasiHttpCtx::new(),
         table,
-        grants: JobGrants::new(plugin, job_id, grants, deadline),
+        grants: JobGrants::new(plugin, job_id, grants, deadline, tape.clone()),
         limits: JobLimits {
             limits,
             memory_cap,
@@ -181,6 +190,7 @@ pub(super) fn new_store(
         spent: Spent::new(budget),
         follow_ups: Vec::new(),
         panic: None,
+        tape,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limits);

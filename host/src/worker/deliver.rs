@@ -259,6 +259,8 @@ async fn invoke<B: Backend>(
             &route.queue,
             shared.config.default_timeout,
         )),
+        recorder: (shared.config.recorder.as_deref())
+            .filter(|_| shared.config.caps.current().records(&route.queue.name)),
     };
     // The call sits inside the async block so that a panic while building the future is
     // caught as well as one while polling it.

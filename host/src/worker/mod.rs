@@ -47,6 +47,7 @@ use tracing::{info, warn};
 
 use crate::broker::{Backend, BrokerError, Consumer, Delivery};
 use crate::grants::SharedGrants;
+use crate::job::Recorder;
 use crate::policy::{Granularity, effective_timeout};
 use crate::telemetry::Telemetry;
 use inline::{BusyTime, Timed};
@@ -90,6 +91,9 @@ pub struct WorkerConfig {
     /// limits hold fleet-wide (default: no grants, so none). The host shares the engine's,
     /// so a reload of the file changes them for the jobs that start after it.
     pub caps: SharedGrants,
+    /// Where attempts that do not complete are recorded, for `jobhost replay` (default:
+    /// nowhere); the grants file turns a queue's recording off (docs/replay.md).
+    pub recorder: Option<Arc<dyn Recorder>>,
 }
 
 impl WorkerConfig {
@@ -118,6 +122,7 @@ impl Default for WorkerConfig {
             telemetry: Telemetry::none(),
             fleet: Fleet::default(),
             caps: SharedGrants::default(),
+            recorder: None,
         }
     }
 }

@@ -16,6 +16,7 @@ mod support;
 mod cli_dev;
 mod cli_grants;
 mod cli_js;
+mod cli_replay;
 mod cli_run;
 mod cli_scaffold;
 mod error_chains;

@@ -21,4 +21,5 @@ mod plugin_outbound;
 mod plugin_outbound_slots;
 mod plugin_outbound_tls;
 mod plugin_outcomes;
+mod plugin_replay;
 mod plugin_sandbox;

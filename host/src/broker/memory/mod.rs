@@ -17,6 +17,7 @@
 
 mod control;
 mod permits;
+mod recordings;
 mod schedule;
 mod state;
 mod tokens;
@@ -58,6 +59,7 @@ pub struct MemoryBackend {
     permits: PermitTable,
     tokens: TokenTable,
     schedules: Arc<schedule::Board>,
+    recordings: Arc<recordings::Shelf>,
 }
 
 impl MemoryBackend {
@@ -77,6 +79,7 @@ impl MemoryBackend {
             permits: PermitTable::default(),
             tokens: TokenTable::default(),
             schedules: Arc::default(),
+            recordings: Arc::default(),
         }
     }
 

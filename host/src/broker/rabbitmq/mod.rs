@@ -64,6 +64,7 @@ mod link;
 mod nodes;
 mod options;
 mod permits;
+mod recordings;
 mod schedule;
 mod session;
 mod stream;

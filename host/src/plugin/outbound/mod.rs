@@ -38,9 +38,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use http_body_util::BodyExt as _;
 use uuid::Uuid;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::tape::Tape;
 use crate::grants::{Grants, Identity, PluginGrants, Refusal, RequestOrigin};
 use send::Target;
 
@@ -51,6 +53,8 @@ pub(super) use budget::add_to_linker as add_budget_to_linker;
 pub(super) struct JobGrants {
     refuser: Refuser,
     deadline: Instant,
+    /// Records each request's answer, or answers it from a recording.
+    tape: Option<Tape>,
 }
 
 impl JobGrants {
@@ -59,6 +63,7 @@ impl JobGrants {
         job_id: Uuid,
         grants: Arc<Grants>,
         deadline: Instant,
+        tape: Option<Tape>,
     ) -> Self {
         Self {
             refuser: Refuser {
@@ -68,6 +73,7 @@ impl JobGrants {
                 logged: Arc::new(AtomicBool::new(false)),
             },
             deadline,
+            tape,
         }
     }
 
@@ -169,9 +175,34 @@ impl WasiHttpHooks for JobGrants {
         options: Option<RequestOptions>,
         _request_done: IoFuture,
     ) -> SendFuture {
+        let Some(tape) = self.tape.clone() else {
+            return match self.target(&request) {
+                Ok(target) => Box::new(send::send(request, options, target)),
+                Err(err) => Box::new(std::future::ready(Err(err))),
+            };
+        };
+        let (method, url) = (request.method().to_string(), request.uri().to_string());
+        // A replay answers from the recording, sending nothing; the body the guest writes
+        // is read and dropped, as a server would take it.
+        if let Some(answer) = tape.http_answer(&method, &url) {
+            let mut body = request.into_body();
+            let done: IoFuture = Box::new(async move {
+                while let Some(frame) = body.frame().await {
+                    frame?;
+                }
+                Ok(())
+            });
+            return Box::new(std::future::ready(answer.map(|response| (response, done))));
+        }
+        let index = tape.http_request(&method, &url);
         match self.target(&request) {
-            Ok(target) => Box::new(send::send(request, options, target)),
-            Err(err) => Box::new(std::future::ready(Err(err))),
+            Ok(target) => Box::new(async move {
+                match send::send(request, options, target).await {
+                    Ok((response, io)) => Ok((tape.http_sent(index, response), io)),
+                    Err(err) => Err(tape.http_failed(index, err)),
+                }
+            }),
+            Err(err) => Box::new(std::future::ready(Err(tape.http_failed(index, err)))),
         }
     }
 

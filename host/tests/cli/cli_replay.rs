@@ -1,0 +1,232 @@
+//! `jobhost replay` as a user types it (docs/replay.md): a job that failed on a payment
+//! service's `500` is replayed from the running host's recording with the service gone,
+//! to the same reason and log lines; saved to a file and replayed offline against the fixed
+//! version, which now completes; and a queue's dead letters replayed against a version that
+//! calls another URL, reported as diverged at that call. No recording holds the secret.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tempfile::TempDir;
+
+use crate::support::cli::{
+    Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, stdout_of, write_grants,
+};
+
+/// The secret the grants give `api_key`.
+const API_KEY: &str = "sk_live_9f8e7d6c5b4a";
+
+/// What the payment service answers every request, with status 500.
+const ALREADY: &str = "already charged: order o-17 on 2026-12-07";
+
+/// A payment service that answers every request `500` [`ALREADY`] until stopped.
+struct Service {
+    origin: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl Service {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a local port");
+        let origin = format!("http://{}", listener.local_addr().expect("its address"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut stream) = stream else { continue };
+                // One request per connection: its head and its small body, then the answer.
+                let mut seen = Vec::new();
+                let mut buf = [0; 4096];
+                while !String::from_utf8_lossy(&seen).contains("\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{ALREADY}",
+                    ALREADY.len()
+                );
+            }
+        });
+        Self { origin, stop }
+    }
+
+    /// Stop answering: the port refuses from now on.
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag and drops the listener.
+        let _ = std::net::TcpStream::connect(self.origin.trim_start_matches("http://"));
+    }
+}
+
+/// A working directory holding `plugins/replayable.wasm` and a grants file granting it
+/// `origin`, a region and a secret, and the two other versions of the plugin beside it.
+fn workspace(origin: &str) -> TempDir {
+    let dir = tempfile::tempdir().expect("a temp directory");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).expect("the plugin directory");
+    std::fs::copy(
+        jobhost_fixtures::wasm("replayable"),
+        plugins.join("replayable.wasm"),
+    )
+    .expect("the plugin copies");
+    for version in ["replayable-fixed", "replayable-moved"] {
+        std::fs::copy(
+            jobhost_fixtures::wasm(version),
+            dir.path().join(format!("{version}.wasm")),
+        )
+        .expect("the other versions copy");
+    }
+    std::fs::write(dir.path().join("api.key"), API_KEY).expect("the secret's file");
+    write_grants(
+        &dir.path().join("jobhost.toml"),
+        &format!(
+            "[plugins.replayable]\nallowed_outbound_hosts = [\"{origin}\"]\n\
+             [plugins.replayable.config]\nregion = \"eu-west\"\n\
+             [plugins.replayable.secrets]\napi_key = {{ file = \"api.key\" }}\n"
+        ),
+    );
+    dir
+}
+
+/// `jobhost ARGS --admin HOST` run in `dir`, as a user in their project directory.
+fn cli_in(dir: &Path, host: &Host, args: &[&str]) -> String {
+    let output = jobhost()
+        .current_dir(dir)
+        .args(args)
+        .args(["--admin", &host.admin])
+        .output()
+        .expect("the client runs");
+    assert!(
+        output.status.success(),
+        "`jobhost {}` failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout_of(&output)
+}
+
+#[test]
+fn a_dead_job_replays_offline_and_a_fix_is_checked_against_the_recorded_failures() {
+    let service = Service::start();
+    let origin = service.origin.clone();
+    let dir = workspace(&origin);
+    let work = dir.path().to_owned();
+    let mut command = jobhost();
+    command
+        .current_dir(&work)
+        .args(["run", "--plugins", "plugins", "--config", "jobhost.toml"]);
+    let host = Host::spawn(command, dir, STARTUP);
+
+    let payload = format!(r#"{{"url": "{origin}", "order": "o-17"}}"#);
+    let enqueued = json_of(&host.cli(&["enqueue", "replay.Charge", &payload, "--json"]));
+    let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains(logged_id(&job_id)) && l.contains("job dead-lettered")
+    });
+    let recorded_nonce = host
+        .wait_for_line(PROCESSING, |l| {
+            l.contains("charging") && l.contains("nonce=")
+        })
+        .split("nonce=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the log shows the nonce")
+        .to_owned();
+    service.stop();
+
+    // The recorded version, found in plugins/ by its digest, with the service gone.
+    let replayed = cli_in(&work, &host, &["replay", &job_id, "--trace"]);
+    assert!(
+        replayed.contains("(the recorded version)")
+            && replayed.contains("verdict: still fails, same reason")
+            && replayed.contains(ALREADY)
+            && replayed.contains("log: 2 lines, as recorded")
+            && replayed.contains(&recorded_nonce),
+        "the replay gives the recorded reason and log lines; it printed:\n{replayed}"
+    );
+    assert!(
+        replayed.contains(&format!("http POST {origin}/charge?order=o-17 -> 500")),
+        "--trace shows the request with its recorded answer:\n{replayed}"
+    );
+    assert!(!replayed.contains(API_KEY), "no secret in a replay");
+
+    // Saved, then replayed offline from the file against the fixed version.
+    let saved = cli_in(&work, &host, &["replay", &job_id, "--save", "charge.json"]);
+    assert!(saved.contains("saved to charge.json"), "{saved}");
+    let file = std::fs::read_to_string(work.join("charge.json")).expect("the saved recording");
+    assert!(
+        !file.contains(API_KEY),
+        "the recording holds the secret by name only"
+    );
+    let fixed = jobhost()
+        .current_dir(&work)
+        .args([
+            "replay",
+            "--file",
+            "charge.json",
+            "--plugin",
+            "replayable-fixed.wasm",
+        ])
+        .output()
+        .expect("the client runs");
+    let fixed = stdout_of(&fixed);
+    assert!(
+        fixed.contains("verdict: now completes") && fixed.contains("not the recorded version"),
+        "the fixed version completes the recorded attempt; it printed:\n{fixed}"
+    );
+
+    // The queue's dead letters against a version that calls another URL.
+    let table = cli_in(
+        &work,
+        &host,
+        &[
+            "replay",
+            "--queue",
+            "test.replayable.dead",
+            "--plugin",
+            "replayable-moved.wasm",
+        ],
+    );
+    assert!(
+        table.contains("1 dead letters of test.replayable")
+            && table.contains(&job_id)
+            && table.contains("diverged")
+            && table.contains(&format!("{origin}/v2/charge")),
+        "the table reports the divergence at the changed call; it printed:\n{table}"
+    );
+    let fixed_table = cli_in(
+        &work,
+        &host,
+        &[
+            "replay",
+            "--queue",
+            "test.replayable",
+            "--plugin",
+            "replayable-fixed.wasm",
+            "--json",
+        ],
+    );
+    let rows: serde_json::Value = serde_json::from_str(&fixed_table).expect("JSON");
+    assert_eq!(rows[0]["verdict"], "now completes", "{fixed_table}");
+}
+
+#[test]
+fn replay_of_a_job_with_no_recording_says_why_and_exits_non_zero() {
+    let host = Host::start(&["replayable"]);
+    let output = host.cli(&["replay", "6f1d4c9e-0b7a-4c1e-9a55-3f0c2d1e8b7a"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no recording of job 6f1d4c9e-0b7a-4c1e-9a55-3f0c2d1e8b7a is kept"),
+        "{stderr}"
+    );
+}
