@@ -37,6 +37,7 @@ mod rabbitmq_queuey;
 mod rabbitmq_quorum;
 mod rabbitmq_reconnect;
 mod rabbitmq_reload;
+mod rabbitmq_replay;
 mod rabbitmq_schedule;
 mod rabbitmq_stop;
 mod rabbitmq_tls;

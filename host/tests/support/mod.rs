@@ -20,6 +20,8 @@ pub(crate) mod faults;
 pub(crate) mod node;
 /// A local HTTP(S) server and engines granting `http-probe` outbound requests.
 pub(crate) mod outbound;
+/// A payment service refusing every charge, and a project granting `replayable` it.
+pub(crate) mod payments;
 /// One shared engine, fixtures loaded once, and invocations with defaults.
 pub(crate) mod plugin;
 /// The `http-probe` fixture's fleet on RabbitMQ and the ledger of the calls its jobs make.

@@ -6,6 +6,8 @@
 //! A lookup takes up to [`RECORDINGS_KEPT`] messages with `basic.get`, unacked, on a
 //! channel of its own, and closes the channel, which hands them all back in their order.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use lapin::options::{BasicGetOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel};
@@ -89,10 +91,36 @@ async fn find(channel: &Channel, job_ids: &[Uuid]) -> Result<Vec<Recording>, Fai
     Ok(found)
 }
 
+/// Declare [`RECORDINGS_QUEUE`] with the retention as its arguments. A queue of that name
+/// someone declared otherwise is used as it is, with a warning: its retention is then not
+/// the host's, but recordings still work.
 async fn declare(session: &Session) -> Result<(), Failure> {
+    match declare_with(session, false).await {
+        Err(Failure::Final(refused)) => match declare_with(session, true).await {
+            Ok(()) => {
+                // Once per process: it is declared before every recording.
+                static WARNED: AtomicBool = AtomicBool::new(false);
+                if WARNED.swap(true, Ordering::Relaxed) {
+                    return Ok(());
+                }
+                tracing::warn!(
+                    queue = RECORDINGS_QUEUE,
+                    %refused,
+                    "the recordings queue exists with other arguments: the host uses it as it is,                      and the retention is what that queue keeps"
+                );
+                Ok(())
+            }
+            Err(_) => Err(Failure::Final(refused)),
+        },
+        declared => declared,
+    }
+}
+
+async fn declare_with(session: &Session, passive: bool) -> Result<(), Failure> {
     let channel = session.channel().await.map_err(Failure::Lost)?;
     let options = QueueDeclareOptions {
         durable: true,
+        passive,
         ..QueueDeclareOptions::default()
     };
     let number = |n: u128| AMQPValue::LongLongInt(i64::try_from(n).unwrap_or(i64::MAX));
