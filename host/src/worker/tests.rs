@@ -371,3 +371,49 @@ async fn a_panic_in_a_handler_costs_one_attempt_and_the_worker_keeps_serving() {
     assert_eq!(h.backend.acked("q").len(), 2, "both deliveries settled");
     h.shutdown().await;
 }
+
+/// Keeps nothing; a worker given it offers it to the attempts of recording queues.
+#[derive(Debug)]
+struct Nowhere;
+
+impl crate::job::Recorder for Nowhere {
+    fn keep(&self, _recording: crate::job::Recording) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_is_offered_the_recorder_unless_the_grants_file_turns_its_queue_off() {
+    let offered = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let unit = |queue: &str, job: &str| {
+        let offered = Arc::clone(&offered);
+        native_unit(
+            queue,
+            manifest(queue, QueueConfig::new(queue), &[job]),
+            move |job| {
+                let entry = (job.queue.to_owned(), job.recorder.is_some());
+                offered.lock().expect("not poisoned").push(entry);
+                Outcome::Completed { follow_ups: vec![] }
+            },
+        )
+    };
+    let grants = crate::grants::Grants::parse(
+        std::path::Path::new("jobhost.toml"),
+        "[queues.quiet]\nrecord = false\n",
+    )
+    .expect("valid grants");
+    let config = WorkerConfig {
+        recorder: Some(Arc::new(Nowhere)),
+        caps: crate::grants::SharedGrants::new(grants),
+        ..WorkerConfig::default()
+    };
+    let h = Harness::start([unit("loud", "a"), unit("quiet", "b")], config).await;
+    h.enqueue("a", json!({})).await;
+    h.enqueue("b", json!({})).await;
+    h.run_until_idle().await;
+    let mut offered = offered.lock().expect("not poisoned").clone();
+    offered.sort();
+    assert_eq!(
+        offered,
+        [("loud".to_owned(), true), ("quiet".to_owned(), false)]
+    );
+    h.shutdown().await;
+}
