@@ -17,7 +17,7 @@ use axum::routing::get;
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
 use jobhost::grants::Grants;
-use jobhost::job::{Invocation, Outcome, Recorder, Recording};
+use jobhost::job::{Invocation, Outcome, Record, Recorder, Recording};
 use jobhost::plugin::{EngineConfig, Plugin};
 use jobhost::trace::JobTrace;
 use tokio::net::TcpStream;
@@ -169,7 +169,10 @@ async fn through_plugin(
             payload: &payload,
             timeout: Duration::from_secs(60),
             trace: JobTrace::start(None),
-            recorder,
+            record: recorder.map(|to| Record {
+                to,
+                completed: false,
+            }),
         };
         let began = Instant::now();
         let outcome = plugin.invoke(job).await;

@@ -132,7 +132,7 @@ pub(crate) async fn invoke_noop(plugin: &Plugin) -> anyhow::Result<()> {
         payload: b"{}",
         trace: JobTrace::start(None),
         timeout: Duration::from_secs(60),
-        recorder: None,
+        record: None,
     };
     let outcome = plugin.invoke(job).await;
     anyhow::ensure!(

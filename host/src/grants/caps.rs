@@ -108,6 +108,8 @@ pub(super) struct QueueSection {
     /// `record = false` keeps no recording of the queue's failed attempts.
     #[serde(default = "recorded")]
     pub(super) record: bool,
+    /// The share of completed attempts whose recording is kept too, 0 to 1 (default 0).
+    pub(super) record_completed: Option<Spanned<f64>>,
     pub(super) rate: Option<Spanned<String>>,
     pub(super) burst: Option<Spanned<i64>>,
 }
@@ -231,6 +233,24 @@ mod tests {
         assert_eq!(caps.queue("other"), None);
         let cap = caps.job("email.Send").expect("a key cap");
         assert_eq!((cap.key.as_str(), cap.limit), ("customer_id", 2));
+    }
+
+    #[test]
+    fn a_queue_section_may_turn_recording_off_or_sample_completed_attempts_between_0_and_1() {
+        let text = "[queues.a]\nrecord = false\n[queues.b]\nrecord_completed = 0.25\n";
+        let grants = Grants::parse(Path::new("jobhost.toml"), text).expect("valid");
+        assert!(!grants.records("a") && grants.records("b") && grants.records("c"));
+        assert_eq!(grants.completed_sampled("b"), 0.25);
+        assert_eq!(grants.completed_sampled("c"), 0.0);
+        let refused = Grants::parse(
+            Path::new("jobhost.toml"),
+            "[queues.q]\nrecord_completed = 2.0\n",
+        )
+        .expect_err("a share above 1");
+        assert!(
+            refused.to_string().contains("line 2") && refused.to_string().contains("0 to 1"),
+            "{refused}"
+        );
     }
 
     #[test]

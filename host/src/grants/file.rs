@@ -125,6 +125,23 @@ pub(super) fn parse(
         .filter(|(_, section)| !section.record)
         .map(|(name, _)| name.get_ref().clone())
         .collect();
+    let mut sampled = BTreeMap::new();
+    for (name, section) in &document.queues {
+        let Some(share) = &section.record_completed else {
+            continue;
+        };
+        let value = *share.get_ref();
+        if !(0.0..=1.0).contains(&value) {
+            return Err(lines.error(
+                share.span(),
+                format!(
+                    "record_completed of `{}` is {value}; it is a share of completed attempts, 0 to 1",
+                    name.get_ref()
+                ),
+            ));
+        }
+        sampled.insert(name.get_ref().clone(), value);
+    }
     let caps = caps::parse(&lines, document.queues, document.jobs)?;
     let mut schedules = BTreeMap::new();
     for (name, section) in document.schedules {
@@ -141,6 +158,7 @@ pub(super) fn parse(
         rates,
         paused,
         unrecorded,
+        sampled,
         schedules,
     })
 }

@@ -356,6 +356,8 @@ pub struct Grants {
     paused: BTreeSet<String>,
     /// The queues whose failed attempts are not recorded (`record = false`).
     unrecorded: BTreeSet<String>,
+    /// The share of each queue's completed attempts that keep their recording.
+    sampled: BTreeMap<String, f64>,
     schedules: BTreeMap<String, Arc<Schedule>>,
 }
 
@@ -370,6 +372,7 @@ impl Grants {
             rates: Rates::default(),
             paused: BTreeSet::new(),
             unrecorded: BTreeSet::new(),
+            sampled: BTreeMap::new(),
             schedules: BTreeMap::new(),
         }
     }
@@ -461,6 +464,12 @@ impl Grants {
     /// says `[queues."NAME"] record = false` (docs/replay.md).
     pub fn records(&self, queue: &str) -> bool {
         !self.unrecorded.contains(queue)
+    }
+
+    /// The share of `queue`'s completed attempts that keep their recording too (`[queues."NAME"]
+    /// record_completed = 0.01`), 0 to 1; 0 unless the file says so.
+    pub fn completed_sampled(&self, queue: &str) -> f64 {
+        self.sampled.get(queue).copied().unwrap_or(0.0)
     }
 
     /// The operator's schedules (`[schedules."NAME"]`), by name, disabled ones included.

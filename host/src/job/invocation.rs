@@ -36,9 +36,19 @@ pub struct Invocation<'a> {
     /// How long this attempt may run: the job's timeout, else the queue's, else the
     /// engine's default.
     pub timeout: Duration,
-    /// Where to keep this attempt's recording if it does not complete; none records
+    /// Whether to record this attempt, and where to keep the recording; none records
     /// nothing (docs/replay.md).
-    pub recorder: Option<&'a dyn Recorder>,
+    pub record: Option<Record<'a>>,
+}
+
+/// Where an attempt's recording goes, and which attempts keep one.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    /// Where the recording is kept.
+    pub to: &'a dyn Recorder,
+    /// Whether a completed attempt keeps its recording too; one that does not complete
+    /// always does.
+    pub completed: bool,
 }
 
 /// What became of one attempt.

@@ -32,7 +32,7 @@ mod utc;
 pub use delay::{DelayTooLong, MAX_HOLD_DELAY};
 pub use expiry::{Deadline, Expired, Start};
 pub(crate) use expiry::{now_ms, now_plus};
-pub use invocation::{FollowUp, Invocation, Outcome};
+pub use invocation::{FollowUp, Invocation, Outcome, Record};
 pub use manifest::{DeclaredLimits, JOB_TYPE_MAX, JobSpec, Manifest, ManifestError, job_type_rule};
 pub use operator::{Cancellation, OPERATOR_MAX, Operator};
 pub use plugin_change::PluginChange;

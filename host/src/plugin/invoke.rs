@@ -36,13 +36,13 @@ impl Plugin {
     /// engine's job permits are all taken. Cancel-safe: dropping the future drops the
     /// instance.
     pub async fn invoke(&self, job: Invocation<'_>) -> Outcome {
-        let Some(recorder) = job.recorder else {
+        let Some(record) = job.record else {
             return self.attempt(&job, None).await;
         };
         let recorded_at_ms = now_ms();
         let tape = Tape::record();
         let outcome = self.attempt(&job, Some(tape.clone())).await;
-        if !matches!(outcome, Outcome::Completed { .. }) {
+        if record.completed || !matches!(outcome, Outcome::Completed { .. }) {
             let plugin = RecordedPlugin {
                 name: self.inner.identity.name.to_string(),
                 sha256: self.inner.identity.sha256.to_string(),
@@ -53,7 +53,7 @@ impl Plugin {
                 recorded_at_ms,
                 (&outcome).into(),
             );
-            recorder.keep(recording);
+            record.to.keep(recording);
         }
         outcome
     }
@@ -75,7 +75,7 @@ impl Plugin {
             payload: job.payload.as_bytes(),
             trace: JobTrace::start(None),
             timeout: Duration::from_millis(job.timeout_ms),
-            recorder: None,
+            record: None,
         };
         let tape = Tape::play(recording);
         let outcome = self.attempt(&job, Some(tape.clone())).await;

@@ -67,7 +67,9 @@ use super::settle::{DeliveryOf, Settlement, Settling};
 use super::unsettled::{MessageKey, Unsettled};
 use crate::broker::{Backend, Delivery};
 use crate::envelope::Envelope;
-use crate::job::{DeadCause, Delayed, FollowUp, Invocation, Outcome, Start, now_ms, now_plus};
+use crate::job::{
+    DeadCause, Delayed, FollowUp, Invocation, Outcome, Record, Start, now_ms, now_plus,
+};
 use crate::policy::{Decision, DelayTooLong, HoldDelay, decide, effective_timeout};
 use crate::producer::EnqueueOptions;
 use crate::text::{NAME_MAX, REASON_MAX, bounded};
@@ -259,8 +261,7 @@ async fn invoke<B: Backend>(
             &route.queue,
             shared.config.default_timeout,
         )),
-        recorder: (shared.config.recorder.as_deref())
-            .filter(|_| shared.config.caps.current().records(&route.queue.name)),
+        record: record(shared, route),
     };
     // The call sits inside the async block so that a panic while building the future is
     // caught as well as one while polling it.
@@ -269,6 +270,19 @@ async fn invoke<B: Backend>(
         Ok(outcome) => outcome,
         Err(panic) => Outcome::Crashed(format!("the handler panicked: {}", panic_message(&*panic))),
     }
+}
+
+/// Whether the attempt is recorded (docs/replay.md): on a host with a recorder, unless the
+/// grants file turns the queue's recording off; a completed attempt keeps its recording at
+/// the queue's sampled rate.
+fn record<'a, B: Backend>(shared: &'a Shared<B>, route: &Route) -> Option<Record<'a>> {
+    let to = shared.config.recorder.as_deref()?;
+    let grants = shared.config.caps.current();
+    let queue = &route.queue.name;
+    grants.records(queue).then(|| Record {
+        to,
+        completed: rand::random_bool(grants.completed_sampled(queue)),
+    })
 }
 
 fn panic_message(panic: &(dyn Any + Send)) -> &str {

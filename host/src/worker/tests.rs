@@ -381,7 +381,7 @@ impl crate::job::Recorder for Nowhere {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_attempt_is_offered_the_recorder_unless_the_grants_file_turns_its_queue_off() {
+async fn an_attempt_is_recorded_unless_its_queue_is_turned_off_and_completed_ones_as_sampled() {
     let offered = Arc::new(std::sync::Mutex::new(Vec::new()));
     let unit = |queue: &str, job: &str| {
         let offered = Arc::clone(&offered);
@@ -389,7 +389,7 @@ async fn an_attempt_is_offered_the_recorder_unless_the_grants_file_turns_its_que
             queue,
             manifest(queue, QueueConfig::new(queue), &[job]),
             move |job| {
-                let entry = (job.queue.to_owned(), job.recorder.is_some());
+                let entry = (job.queue.to_owned(), job.record.map(|r| r.completed));
                 offered.lock().expect("not poisoned").push(entry);
                 Outcome::Completed { follow_ups: vec![] }
             },
@@ -397,7 +397,7 @@ async fn an_attempt_is_offered_the_recorder_unless_the_grants_file_turns_its_que
     };
     let grants = crate::grants::Grants::parse(
         std::path::Path::new("jobhost.toml"),
-        "[queues.quiet]\nrecord = false\n",
+        "[queues.quiet]\nrecord = false\n[queues.every]\nrecord_completed = 1.0\n",
     )
     .expect("valid grants");
     let config = WorkerConfig {
@@ -405,15 +405,22 @@ async fn an_attempt_is_offered_the_recorder_unless_the_grants_file_turns_its_que
         caps: crate::grants::SharedGrants::new(grants),
         ..WorkerConfig::default()
     };
-    let h = Harness::start([unit("loud", "a"), unit("quiet", "b")], config).await;
-    h.enqueue("a", json!({})).await;
-    h.enqueue("b", json!({})).await;
+    let units = [unit("loud", "a"), unit("quiet", "b"), unit("every", "c")];
+    let h = Harness::start(units, config).await;
+    for job in ["a", "b", "c"] {
+        h.enqueue(job, json!({})).await;
+    }
     h.run_until_idle().await;
     let mut offered = offered.lock().expect("not poisoned").clone();
     offered.sort();
     assert_eq!(
         offered,
-        [("loud".to_owned(), true), ("quiet".to_owned(), false)]
+        [
+            ("every".to_owned(), Some(true)),
+            ("loud".to_owned(), Some(false)),
+            ("quiet".to_owned(), None)
+        ],
+        "a queue records its failed attempts unless turned off, its completed ones as sampled"
     );
     h.shutdown().await;
 }

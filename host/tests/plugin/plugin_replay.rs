@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use jobhost::grants::Grants;
 use jobhost::job::recording::{ConfigAnswer, Import, RECORDING_MAX_BYTES};
-use jobhost::job::{Invocation, Outcome, Recorder, Recording};
+use jobhost::job::{Invocation, Outcome, Record, Recorder, Recording};
 use jobhost::plugin::{Engine, EngineConfig, Plugin};
 
 use crate::support::outbound::GIB;
@@ -118,11 +118,19 @@ async fn load(engine: &Engine, name: &str) -> Plugin {
         .unwrap_or_else(|err| panic!("{name} loads: {err}"))
 }
 
-/// Run `replay.Charge` of order o-17 at `origin`, recording it into `kept`.
+/// Run `replay.Charge` of order o-17 at `origin`, recording it into `kept` if it fails.
 async fn charge(plugin: &Plugin, origin: &str, kept: &Kept) -> Outcome {
+    charge_recorded(plugin, origin, kept, false).await
+}
+
+/// [`charge`], keeping the recording of a completed attempt too if `completed`.
+async fn charge_recorded(plugin: &Plugin, origin: &str, kept: &Kept, completed: bool) -> Outcome {
     let payload = serde_json::json!({"url": origin, "order": "o-17"}).to_string();
     let job = Invocation {
-        recorder: Some(kept),
+        record: Some(Record {
+            to: kept,
+            completed,
+        }),
         ..invocation("replay.Charge", payload.as_bytes())
     };
     plugin.invoke(job).await
@@ -239,14 +247,25 @@ async fn a_failed_attempt_replays_offline_to_the_same_reason_and_log_lines() {
 }
 
 #[tokio::test]
-async fn a_completed_attempt_is_not_recorded() {
+async fn a_completed_attempt_keeps_its_recording_only_when_sampled_and_replays_to_completion() {
     let service = Service::start().await;
     let engine = engine(&service.origin);
     let fixed = load(&engine, "replayable-fixed").await;
     let kept = Kept::default();
     let outcome = charge(&fixed, &service.origin, &kept).await;
     assert!(matches!(outcome, Outcome::Completed { .. }), "{outcome:?}");
-    assert!(kept.taken().is_empty());
+    assert!(kept.taken().is_empty(), "not sampled: not kept");
+
+    let outcome = charge_recorded(&fixed, &service.origin, &kept, true).await;
+    assert!(matches!(outcome, Outcome::Completed { .. }), "{outcome:?}");
+    let recording = kept.taken().pop().expect("sampled: kept");
+    assert_eq!(recording.outcome.kind, "completed");
+    drop(service);
+    let replayed = fixed.replay(&recording).await;
+    assert_eq!(
+        (replayed.outcome, replayed.log, replayed.divergence),
+        (recording.outcome, recording.log, None)
+    );
 }
 
 #[tokio::test]
@@ -257,7 +276,10 @@ async fn a_recording_stays_within_its_bound_against_a_handler_that_reads_100_mib
     let kept = Kept::default();
     let payload = serde_json::json!({"url": format!("{}/gib", service.origin)}).to_string();
     let job = Invocation {
-        recorder: Some(&kept),
+        record: Some(Record {
+            to: &kept,
+            completed: false,
+        }),
         timeout: Duration::from_secs(60),
         ..invocation("probe.Fetch", payload.as_bytes())
     };

@@ -93,7 +93,7 @@ pub fn invocation<'a>(job_type: &'a str, payload: &'a [u8]) -> Invocation<'a> {
         payload,
         trace: JobTrace::start(None),
         timeout: Duration::from_secs(30),
-        recorder: None,
+        record: None,
     }
 }
 
