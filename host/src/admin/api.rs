@@ -50,6 +50,10 @@ pub struct PluginView {
     /// How its file binds it to its grants; `None` for a handler not loaded from a file.
     #[serde(default)]
     pub binding: Option<BindingView>,
+    /// While this version is on probation: the version it is judged against, which
+    /// serves the rest of the deliveries (docs/replay.md, "Canary reloads").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_probation_against: Option<String>,
 }
 
 /// How a plugin's file binds it to its grants: the section its file's stem names, its
@@ -86,6 +90,7 @@ impl PluginView {
             }),
             name: unit.name().to_owned(),
             version: unit.version().to_owned(),
+            on_probation_against: unit.incumbent().map(|old| old.version().to_owned()),
             file: unit.key().to_owned(),
             queues: manifest
                 .queues

@@ -145,6 +145,9 @@ fn print_plugin(plugin: &PluginView) {
         "{} (version {}, {})",
         plugin.name, plugin.version, plugin.file
     );
+    if let Some(old) = &plugin.on_probation_against {
+        println!("on probation: version {old} serves the rest of the deliveries until a verdict");
+    }
     println!("{}", queue_table(plugin));
     println!("{}", job_table(plugin));
     if let Some(binding) = &plugin.binding {

@@ -55,6 +55,7 @@ struct PluginSection {
     config: BTreeMap<String, String>,
     #[serde(default)]
     secrets: BTreeMap<String, Spanned<SecretEntry>>,
+    probation: Option<super::probation::ProbationEntry>,
 }
 
 #[derive(Deserialize)]
@@ -207,7 +208,12 @@ fn plugin(
         })?,
     };
     let values = values(lines, name, section.config, section.secrets)?;
+    let probation = section
+        .probation
+        .map(|entry| super::probation::parse(lines, entry))
+        .transpose()?;
     Ok(PluginGrants {
+        probation,
         sha256,
         allowed_outbound_hosts,
         max_concurrent_requests,

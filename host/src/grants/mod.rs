@@ -74,6 +74,7 @@ pub mod address;
 mod caps;
 mod file;
 mod origin;
+mod probation;
 mod rates;
 mod schedule;
 mod secret;
@@ -94,6 +95,7 @@ use crate::text::{self, NAME_MAX};
 
 pub use caps::{CapKey, Caps, KEY_NAME_MAX, KeyCap, MAX_CONCURRENCY, key_of};
 pub use origin::{Match, OriginPattern, RequestOrigin, Scheme};
+pub use probation::Probation;
 pub use rates::{KeyRate, MAX_BURST, MAX_PER_SECOND, MAX_RATE_COUNT, Rate, RateUnit, Rates};
 pub use secret::{HostSecrets, Secret, SecretSource};
 pub use slots::{RequestPermit, RequestSlots};
@@ -285,6 +287,9 @@ pub struct PluginGrants {
     pub values: BTreeMap<String, Value>,
     /// Permits for requests in flight, shared by all its jobs and kept across reloads.
     requests: Arc<RequestSlots>,
+    /// How a new version of it is judged before it serves everything; none replaces a
+    /// version at once.
+    pub probation: Option<Probation>,
 }
 
 impl PluginGrants {
@@ -299,6 +304,7 @@ impl PluginGrants {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             values: BTreeMap::new(),
             requests: RequestSlots::new(DEFAULT_MAX_CONCURRENT_REQUESTS),
+            probation: None,
         }
     }
 
@@ -340,6 +346,7 @@ impl PluginGrants {
             request_timeout: self.request_timeout,
             values: self.values.clone(),
             requests,
+            probation: self.probation,
         }
     }
 }

@@ -23,6 +23,40 @@ pub enum PluginChange {
         /// The version that serves from now on.
         new: String,
     },
+    /// A new version went on probation: it takes `share_percent` of the deliveries while
+    /// the old one serves the rest, until a verdict (docs/replay.md, "Canary reloads").
+    OnProbation {
+        /// Its name.
+        plugin: String,
+        /// The version that keeps serving the rest.
+        old: String,
+        /// The version on probation.
+        new: String,
+        /// Its share of the deliveries, in percent.
+        share_percent: u32,
+    },
+    /// The version on probation did as well as the old one over its window and now
+    /// serves everything.
+    Promoted {
+        /// Its name.
+        plugin: String,
+        /// The version it replaced.
+        old: String,
+        /// The version promoted.
+        new: String,
+    },
+    /// The version on probation failed more than the old one by more than the margin: the
+    /// old one serves everything again.
+    RolledBack {
+        /// Its name.
+        plugin: String,
+        /// The version serving again.
+        old: String,
+        /// The version rolled back.
+        new: String,
+        /// The failure rates that decided it.
+        cause: String,
+    },
     /// The file was refused; what was loaded from it before keeps serving.
     Refused {
         /// Why, bounded.
@@ -44,6 +78,9 @@ impl PluginChange {
             Self::Loaded { .. } => Some("loaded"),
             Self::Replaced { .. } => Some("replaced"),
             Self::Refused { .. } => Some("refused"),
+            Self::OnProbation { .. } => Some("probation"),
+            Self::Promoted { .. } => Some("promoted"),
+            Self::RolledBack { .. } => Some("rolled_back"),
             Self::Unchanged | Self::Removed | Self::Nothing => None,
         }
     }

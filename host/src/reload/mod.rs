@@ -30,7 +30,7 @@ use crate::grants::{self, Grants, GrantsError, HostSecrets, Identity};
 use crate::plugin::{Engine, LoadError, Plugin};
 use crate::telemetry::{Event, Telemetry};
 use crate::text::{SHOWN_REASON_MAX, bounded};
-use crate::worker::{Handler, Plugins, RegistryError, Unit};
+use crate::worker::{Handler, Plugins, RegistryError, Unit, Verdicts, on_probation};
 
 pub use watch::{is_edit, watch};
 
@@ -94,6 +94,8 @@ pub struct Loader {
     telemetry: Telemetry,
     grants_file: Option<PathBuf>,
     host_secrets: HostSecrets,
+    /// The versions a probation rolled back: the same file is not tried again.
+    rolled_back: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl fmt::Debug for Loader {
@@ -117,6 +119,7 @@ impl Loader {
             telemetry: Telemetry::none(),
             grants_file: None,
             host_secrets: HostSecrets::default(),
+            rolled_back: Arc::default(),
         }
     }
 
@@ -317,13 +320,17 @@ impl Loader {
 
     fn install(&self, path: &Path, key: &str, plugin: Plugin) -> Result<Change, ReloadError> {
         let registry = self.plugins.current();
-        let previous = registry
-            .units()
-            .find(|u| u.key() == key)
-            .map(|u| u.version().to_owned());
+        let serving = registry.units().find(|u| u.key() == key).cloned();
+        let previous = serving.as_ref().map(|u| u.version().to_owned());
         if previous.as_deref() == Some(plugin.version()) {
             return Ok(Change::Unchanged);
         }
+        let rolled_back = self.rolled_back.lock().unwrap_or_else(|e| e.into_inner());
+        if serving.is_some() && rolled_back.contains(plugin.version()) {
+            info!(file = %path.display(), version = %plugin.version(), "this version was rolled back after its probation; the serving version stays until the file changes");
+            return Ok(Change::Unchanged);
+        }
+        drop(rolled_back);
         let (name, version) = (plugin.name().to_owned(), plugin.version().to_owned());
         let identity = plugin.identity().clone();
         let manifest = plugin.manifest();
@@ -334,6 +341,33 @@ impl Loader {
         if let Some(wrap) = &self.wrap {
             unit = unit.map_handler(|handler| wrap(handler));
         }
+        let grants = self.engine.grants().current();
+        let rules = grants.granted(&identity).and_then(|g| g.probation);
+        let trial = serving.zip(rules).and_then(|(serving, rules)| {
+            // Judged against the version that served alone, never against a trial.
+            let incumbent = serving.incumbent().cloned().unwrap_or(serving);
+            let same_jobs = job_types(incumbent.manifest()) == job_types(unit.manifest());
+            if !same_jobs {
+                warn!(plugin = %name, file = %path.display(), "the new version serves other job types than the old one: it replaces it without a probation");
+            }
+            same_jobs.then_some((incumbent, rules))
+        });
+        let mut on_trial = None;
+        if let Some((incumbent, rules)) = trial {
+            on_trial = Some((incumbent.version().to_owned(), rules.share));
+            let (telemetry, rolled_back) = (self.telemetry.clone(), Arc::clone(&self.rolled_back));
+            let report: Verdicts = Arc::new(move |file, change| {
+                if let Change::RolledBack { new, .. } = &change {
+                    let mut versions = rolled_back.lock().unwrap_or_else(|e| e.into_inner());
+                    versions.insert(new.clone());
+                }
+                telemetry.emit(&Event::PluginChanged {
+                    file,
+                    change: &change,
+                });
+            });
+            unit = on_probation(incumbent, unit, rules, self.plugins.clone(), report);
+        }
         self.plugins
             .install(unit)
             .map_err(|conflict| ReloadError::Conflict {
@@ -342,6 +376,16 @@ impl Loader {
             })?;
         warn_pin(&self.engine.grants().current(), key, &identity);
         let file = path.display();
+        if let Some((old, share)) = on_trial {
+            let share_percent = (share * 100.0).round() as u32;
+            info!(plugin = %name, %old, new = %version, %file, share_percent, "plugin version on probation beside the old one");
+            return Ok(Change::OnProbation {
+                plugin: name,
+                old,
+                new: version,
+                share_percent,
+            });
+        }
         Ok(match previous {
             Some(old) => {
                 info!(plugin = %name, %old, new = %version, %file, %jobs, %queues, "plugin replaced");
@@ -360,6 +404,13 @@ impl Loader {
             }
         })
     }
+}
+
+/// The job types a manifest serves, in order.
+fn job_types(manifest: &crate::job::Manifest) -> Vec<&str> {
+    let mut jobs: Vec<&str> = manifest.jobs.iter().map(|job| job.name.as_str()).collect();
+    jobs.sort_unstable();
+    jobs
 }
 
 /// Warn when the section of the plugin `id`, loaded from `file`, pins another binary.

@@ -19,6 +19,9 @@
 //!   interrupted where it runs ([`fleet`]'s contract).
 //! - Shutdown stops pulling, lets the jobs already pulled finish and settle within the grace
 //!   period, and then gives up on the rest, which the broker redelivers.
+//! - An attempt is recorded for replay when the host has a recorder and the grants file
+//!   does not turn its queue's recording off (`deliver`); a new plugin version on probation
+//!   shares the deliveries with the old one until a verdict ([`on_probation`]).
 
 mod caps;
 mod deliver;
@@ -26,6 +29,7 @@ mod fleet;
 mod handler;
 mod inline;
 mod observe;
+mod probation;
 mod rates;
 mod registry;
 mod settle;
@@ -54,6 +58,7 @@ use inline::{BusyTime, Timed};
 
 pub use fleet::{CANCELLED_MAX, Fleet};
 pub use handler::{BoxFuture, Handler};
+pub use probation::{Verdicts, on_probation};
 pub use registry::{Plugins, Registry, RegistryError, Route, Unit};
 
 /// How the worker runs.
@@ -470,6 +475,8 @@ mod ending_tests;
 mod expiry_tests;
 #[cfg(test)]
 mod fleet_tests;
+#[cfg(test)]
+mod probation_tests;
 #[cfg(test)]
 mod rates_tests;
 #[cfg(test)]

@@ -30,6 +30,9 @@ pub struct Unit {
     version: String,
     manifest: Arc<Manifest>,
     handler: Arc<dyn Handler>,
+    /// When the unit is a new version on probation: the trial's id, and the version it is
+    /// judged against.
+    trial: Option<(u64, Box<Unit>)>,
 }
 
 impl fmt::Debug for Unit {
@@ -57,6 +60,7 @@ impl Unit {
             version: version.into(),
             manifest: Arc::new(manifest),
             handler,
+            trial: None,
         }
     }
 
@@ -101,6 +105,28 @@ impl Unit {
     pub fn map_handler(self, wrap: impl FnOnce(Arc<dyn Handler>) -> Arc<dyn Handler>) -> Self {
         Self {
             handler: wrap(self.handler),
+            ..self
+        }
+    }
+
+    /// This unit's handler.
+    pub(super) fn handler(&self) -> &Arc<dyn Handler> {
+        &self.handler
+    }
+
+    /// The version a unit on probation is judged against; none when the unit serves alone.
+    pub fn incumbent(&self) -> Option<&Unit> {
+        self.trial.as_ref().map(|(_, incumbent)| &**incumbent)
+    }
+
+    /// `self`, a new version, on trial `id` against `incumbent`: `handler` shares the
+    /// deliveries out between them, under the incumbent's manifest (its queues and
+    /// policies) so that what the fleet declares does not change until a verdict.
+    pub(super) fn on_trial(self, id: u64, incumbent: Unit, handler: Arc<dyn Handler>) -> Self {
+        Self {
+            manifest: Arc::clone(&incumbent.manifest),
+            handler,
+            trial: Some((id, Box::new(incumbent))),
             ..self
         }
     }
@@ -378,6 +404,27 @@ impl Plugins {
                 }
             });
         outcome
+    }
+
+    /// Install `unit` in place of trial `trial` of its key, unless something else has
+    /// replaced that trial since; returns whether it did.
+    pub(super) fn end_trial(&self, trial: u64, unit: Unit) -> bool {
+        let key = unit.key.clone();
+        let mut installed = false;
+        self.current.send_if_modified(|registry| {
+            let on_this_trial = (registry.units.get(&key))
+                .and_then(|unit| unit.trial.as_ref())
+                .is_some_and(|(id, _)| *id == trial);
+            if !on_this_trial {
+                return false;
+            }
+            if let Ok(next) = registry.with(unit) {
+                *registry = Arc::new(next);
+                installed = true;
+            }
+            installed
+        });
+        installed
     }
 
     /// Unload the unit loaded under `key`, if any; returns whether one was.

@@ -142,3 +142,62 @@ fn replay_of_a_job_with_no_recording_says_why_and_exits_non_zero() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_new_version_on_probation_that_fails_its_share_is_rolled_back_and_the_old_one_serves() {
+    let dir = tempfile::tempdir().expect("a temp directory");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).expect("the plugin directory");
+    std::fs::copy(
+        jobhost_fixtures::wasm("versioned"),
+        plugins.join("versioned.wasm"),
+    )
+    .expect("v1 copies");
+    crate::support::cli::write_grants(
+        &dir.path().join("jobhost.toml"),
+        "[plugins.versioned]\nprobation = { share = 0.5, min_jobs = 4, margin = 0.1, window = \"1h\" }\n",
+    );
+    let work = dir.path().to_owned();
+    let mut command = jobhost();
+    command
+        .current_dir(&work)
+        .args(["run", "--plugins", "plugins", "--config", "jobhost.toml"]);
+    let host = Host::spawn(command, dir, STARTUP);
+    let v1 = json_of(&host.cli(&["plugins", "--json"]))[0]["version"]
+        .as_str()
+        .expect("a version")
+        .to_owned();
+
+    // v2 says no to every first and second attempt: it fails its whole share.
+    let staged = work.join("versioned.staged");
+    std::fs::copy(jobhost_fixtures::wasm("versioned-v2"), &staged).expect("v2 copies");
+    std::fs::rename(&staged, plugins.join("versioned.wasm")).expect("v2 replaces v1's file");
+    host.wait_for_line(PROCESSING, |l| {
+        l.contains("on probation beside the old one")
+    });
+    let listed = stdout_of(&host.cli(&["plugins"]));
+    assert!(
+        listed.contains(&format!("on probation: version {v1} serves the rest")),
+        "{listed}"
+    );
+
+    for n in 0..16 {
+        host.cli(&[
+            "enqueue",
+            "versioned.Echo",
+            &format!(r#"{{"message": "m{n}"}}"#),
+        ]);
+    }
+    let verdict = host.wait_for_line(PROCESSING, |l| l.contains("rolled back"));
+    assert!(
+        verdict.contains("failed 100% of 4 attempts"),
+        "the verdict says why: {verdict}"
+    );
+    let serving = json_of(&host.cli(&["plugins", "--json"]));
+    assert_eq!(
+        serving[0]["version"],
+        v1.as_str(),
+        "v1 serves everything again"
+    );
+    assert!(serving[0].get("on_probation_against").is_none());
+}

@@ -297,6 +297,20 @@ function historyItem(event, now) {
       badge = el("span", { class: "badge b-bad" }, "refused");
       what = [c.cause];
       break;
+    case "on_probation":
+      badge = el("span", { class: "badge b-info" }, "on probation");
+      what = [el("span", { class: "version", title: c.new }, shortVersion(c.new)),
+        ` takes ${c.share_percent}% beside `,
+        el("span", { class: "version", title: c.old }, shortVersion(c.old))];
+      break;
+    case "promoted":
+      badge = el("span", { class: "badge b-ok" }, "promoted");
+      what = [el("span", { class: "version", title: c.new }, shortVersion(c.new)), " serves everything"];
+      break;
+    case "rolled_back":
+      badge = el("span", { class: "badge b-bad" }, "rolled back");
+      what = [el("span", { class: "version", title: c.new }, shortVersion(c.new)), ": ", c.cause];
+      break;
     default:
       badge = el("span", { class: "badge b-plain" }, "removed");
       what = ["file removed; its consumers stopped"];
