@@ -125,11 +125,13 @@ impl Schedules for RabbitMqBackend {
     }
 
     async fn firings(&self, schedule: &str) -> Result<Vec<Firing>, BrokerError> {
-        let firings = self
-            .read(&history_queue_name(schedule), Firing::decode)
-            .await?;
+        // Endings first: read after the firings, a tick that fired and ended in between
+        // would push the oldest listed firing's ending out of the bounded endings queue.
         let endings = self
             .read(&endings_queue_name(schedule), Ended::decode)
+            .await?;
+        let firings = self
+            .read(&history_queue_name(schedule), Firing::decode)
             .await?;
         Ok(joined(firings, &endings))
     }
