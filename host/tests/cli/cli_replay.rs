@@ -70,6 +70,26 @@ fn a_dead_job_replays_offline_and_a_fix_is_checked_against_the_recorded_failures
         "--trace shows the request with its recorded answer:\n{replayed}"
     );
     assert!(!replayed.contains(API_KEY), "no secret in a replay");
+    let first = cli_in(
+        &work,
+        &host,
+        &["replay", &job_id, "--attempt", "1", "--json"],
+    );
+    let first: serde_json::Value = serde_json::from_str(&first).expect("JSON");
+    assert_eq!(
+        (first["attempt"].as_u64(), first["same_log"].as_bool()),
+        (Some(1), Some(true)),
+        "{first}"
+    );
+    let missing = host.cli(&["replay", &job_id, "--attempt", "2"]);
+    assert!(!missing.status.success());
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        said.contains(&format!(
+            "no recording of attempt 2 of job {job_id}; kept: attempt 1"
+        )),
+        "{said}"
+    );
 
     // Saved, then replayed offline from the file against the fixed version.
     let saved = cli_in(&work, &host, &["replay", &job_id, "--save", "charge.json"]);
