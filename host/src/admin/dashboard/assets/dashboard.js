@@ -366,6 +366,10 @@ function renderPlugins(overview) {
     el("div", { class: "plugin-head" },
       el("span", { class: "name" }, p.name),
       el("span", { class: "version", title: p.version }, shortVersion(p.version)),
+      ...(p.on_probation_against
+        ? [el("span", { class: "badge b-info", title: `version ${p.on_probation_against} serves the rest of the deliveries until a verdict` },
+          `on probation beside ${shortVersion(p.on_probation_against)}`)]
+        : []),
       el("span", { class: "muted mono", title: p.file }, basename(p.file))),
     el("dl", { class: "facts" },
       el("dt", {}, "Queues"), el("dd", {}, p.queues.map((q) => q.name).join(", ") || "none"),
