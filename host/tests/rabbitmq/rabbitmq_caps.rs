@@ -377,6 +377,76 @@ async fn a_token_queue_refills_at_its_rate_across_connections_and_another_takes_
     b.close().await;
 }
 
+/// Publish `body` with AMQP `type` `kind` to `queue`, as any client of the virtual host can.
+async fn publish_typed(channel: &lapin::Channel, queue: &str, kind: &str, body: &[u8]) {
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            lapin::options::BasicPublishOptions::default(),
+            body,
+            lapin::BasicProperties::default().with_type(kind.into()),
+        )
+        .await
+        .expect("a publish")
+        .await
+        .expect("a confirm");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_messages_from_a_plain_client_hold_only_when_well_formed_and_the_refill_resumes() {
+    if !broker_present().await {
+        return;
+    }
+    let vhost = Vhost::new("caps");
+    let host = vhost.backend("rate-hold").await;
+    // 10 a second, 2 saved up at most; the first take makes this host the leader, which
+    // declares the leader queue.
+    let tokens = Tokens::for_queue("emails", Duration::from_millis(100), 2);
+    let warm = tokens_over(&[&host], &tokens, Duration::from_secs(1)).await;
+    assert!(
+        warm >= 5,
+        "the refill runs, so its leader queue exists: {warm}"
+    );
+    let leader = format!("{}.leader", tokens.name);
+    let channel = raw_channel_at(&vhost.url).await;
+    channel
+        .confirm_select(Default::default())
+        .await
+        .expect("confirms");
+    // What is no hold: the hold type with a body that is no number, another type with a
+    // number, an empty body, bytes that are not UTF-8.
+    for (kind, body) in [
+        ("jobhost.hold", &b"soon"[..]),
+        ("jobhost.hold", b""),
+        ("jobhost.hold", b"\xff\xfe"),
+        ("something", b"60000"),
+    ] {
+        for _ in 0..5 {
+            publish_typed(&channel, &leader, kind, body).await;
+        }
+    }
+    let span = Duration::from_secs(2);
+    let unheld = tokens_over(&[&host], &tokens, span).await;
+    eprintln!("after 20 malformed holds, {unheld} tokens in {span:?} at 10/s");
+    assert!(
+        (12..=23).contains(&unheld),
+        "malformed holds hold nothing: {unheld}"
+    );
+
+    // A well-formed hold of 1.5 s, from anyone who may publish here, holds the queue.
+    publish_typed(&channel, &leader, "jobhost.hold", b"1500").await;
+    let held = tokens_over(&[&host], &tokens, Duration::from_millis(1000)).await;
+    let after = tokens_over(&[&host], &tokens, Duration::from_secs(3)).await;
+    eprintln!("during a 1.5 s hold: {held} tokens in 1 s; after it: {after} in 3 s");
+    assert!(
+        held <= 2,
+        "at most a token published before the hold arrived: {held}"
+    );
+    assert!(after >= 10, "the refill resumes after the hold: {after}");
+    host.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_queue_someone_else_made_and_filled_with_garbage_throttles_and_breaks_nothing() {
     if !broker_present().await {
