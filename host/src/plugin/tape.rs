@@ -32,6 +32,19 @@ use crate::job::recording::{
 };
 use crate::job::{Recording, recording::RecordedOutcome};
 
+/// The code a request is recorded with until its answer comes: an attempt that ended first
+/// never had one.
+const NO_ANSWER: &str = "no-answer";
+
+/// A recorded response, or the error the guest got.
+pub(super) type HttpAnswer = Result<http::Response<WasiBody>, Error>;
+
+/// What a replay answers a call: now, or never, as the recorded attempt was never answered.
+pub(super) enum Answer<T> {
+    Now(T),
+    Never,
+}
+
 /// A job's tape, shared by its store, its log sink and its requests in flight.
 #[derive(Clone)]
 pub(super) struct Tape(Arc<Mutex<State>>);
@@ -282,11 +295,7 @@ impl Tape {
 
     /// When playing, the recorded response to a request: `None` when recording, and the
     /// caller sends it.
-    pub(super) fn http_answer(
-        &self,
-        method: &str,
-        url: &str,
-    ) -> Option<Result<http::Response<WasiBody>, Error>> {
+    pub(super) fn http_answer(&self, method: &str, url: &str) -> Option<Answer<HttpAnswer>> {
         let mut state = self.state();
         state.play.as_ref()?;
         let asked = Import::Http {
@@ -300,12 +309,19 @@ impl Tape {
         let answer = match state.next_call(&asked) {
             Ok(Import::Http { answer, .. }) => answer,
             Ok(_) => unreachable!("next_call matched the kind"),
-            Err(stop) => return Some(Err(Error::InternalError(Some(stop.to_string())))),
+            Err(stop) => {
+                return Some(Answer::Now(Err(Error::InternalError(Some(
+                    stop.to_string(),
+                )))));
+            }
         };
-        Some(answer.map_or_else(
-            |error| Err(error_of(&error)),
-            |response| Ok(replayed(response)),
-        ))
+        Some(match answer {
+            // The attempt ended (its timeout, most often) before this request was answered:
+            // the replay waits as long.
+            Err(error) if error.code == NO_ANSWER => Answer::Never,
+            Err(error) => Answer::Now(Err(error_of(&error))),
+            Ok(response) => Answer::Now(Ok(replayed(response))),
+        })
     }
 
     /// A request the host is about to send: its place on the tape, to which
@@ -316,7 +332,7 @@ impl Tape {
             method: method.to_owned(),
             url: url.to_owned(),
             answer: Err(HttpError {
-                code: "no-answer".to_owned(),
+                code: NO_ANSWER.to_owned(),
                 detail: None,
             }),
         };

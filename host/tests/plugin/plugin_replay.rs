@@ -43,7 +43,7 @@ impl Kept {
 }
 
 /// A payment service: `POST /charge` answers `500` [`ALREADY`], `POST /v2/charge` `200`,
-/// `GET /gib` a body of 1 GiB. Dropping it stops it.
+/// `GET /gib` a body of 1 GiB, `GET /slow` never. Dropping it stops it.
 struct Service {
     origin: String,
     task: tokio::task::JoinHandle<()>,
@@ -57,7 +57,8 @@ impl Service {
                 post(|| async { (StatusCode::INTERNAL_SERVER_ERROR, ALREADY) }),
             )
             .route("/v2/charge", post(|| async { "charged" }))
-            .route("/gib", get(gib));
+            .route("/gib", get(gib))
+            .route("/slow", get(std::future::pending::<&'static str>));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a local port");
@@ -301,4 +302,37 @@ async fn a_recording_stays_within_its_bound_against_a_handler_that_reads_100_mib
         "a replay past the cut says so rather than inventing the rest: {:?} / {divergence}",
         replayed.outcome
     );
+}
+
+#[tokio::test]
+async fn an_attempt_that_timed_out_waiting_for_a_response_replays_to_the_same_timeout() {
+    let service = Service::start().await;
+    let engine = engine(&service.origin);
+    let probe = load(&engine, "http-probe").await;
+    let kept = Kept::default();
+    let payload = serde_json::json!({"url": format!("{}/slow", service.origin)}).to_string();
+    let job = Invocation {
+        record: Some(Record {
+            to: &kept,
+            completed: false,
+        }),
+        timeout: Duration::from_secs(1),
+        ..invocation("probe.Fetch", payload.as_bytes())
+    };
+    let outcome = probe.invoke(job).await;
+    assert!(
+        matches!(&outcome, Outcome::Crashed(reason) if reason.contains("timed out")),
+        "{outcome:?}"
+    );
+    let recording = kept
+        .taken()
+        .pop()
+        .expect("the timed-out attempt is recorded");
+    drop(service);
+    let replayed = probe.replay(&recording).await;
+    assert_eq!(
+        replayed.outcome, recording.outcome,
+        "the replay waits as long, and times out"
+    );
+    assert_eq!(replayed.divergence, None);
 }

@@ -42,7 +42,7 @@ use http_body_util::BodyExt as _;
 use uuid::Uuid;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::tape::Tape;
+use super::tape::{Answer, Tape};
 use crate::grants::{Grants, Identity, PluginGrants, Refusal, RequestOrigin};
 use send::Target;
 
@@ -184,15 +184,19 @@ impl WasiHttpHooks for JobGrants {
         let (method, url) = (request.method().to_string(), request.uri().to_string());
         // A replay answers from the recording, sending nothing; the body the guest writes
         // is read and dropped, as a server would take it.
-        if let Some(answer) = tape.http_answer(&method, &url) {
-            let mut body = request.into_body();
-            let done: IoFuture = Box::new(async move {
-                while let Some(frame) = body.frame().await {
-                    frame?;
-                }
-                Ok(())
-            });
-            return Box::new(std::future::ready(answer.map(|response| (response, done))));
+        match tape.http_answer(&method, &url) {
+            Some(Answer::Now(answer)) => {
+                let mut body = request.into_body();
+                let done: IoFuture = Box::new(async move {
+                    while let Some(frame) = body.frame().await {
+                        frame?;
+                    }
+                    Ok(())
+                });
+                return Box::new(std::future::ready(answer.map(|response| (response, done))));
+            }
+            Some(Answer::Never) => return Box::new(std::future::pending()),
+            None => {}
         }
         let index = tape.http_request(&method, &url);
         match self.target(&request) {
