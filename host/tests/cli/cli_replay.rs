@@ -4,27 +4,8 @@
 //! version, which now completes; and a queue's dead letters replayed against a version that
 //! calls another URL, reported as diverged at that call. No recording holds the secret.
 
-use std::path::Path;
-
-use crate::support::cli::{Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, stdout_of};
+use crate::support::cli::{Host, PROCESSING, jobhost, json_of, logged_id, stdout_of};
 use crate::support::payments::{ALREADY, API_KEY, Service, workspace};
-
-/// `jobhost ARGS --admin HOST` run in `dir`, as a user in their project directory.
-fn cli_in(dir: &Path, host: &Host, args: &[&str]) -> String {
-    let output = jobhost()
-        .current_dir(dir)
-        .args(args)
-        .args(["--admin", &host.admin])
-        .output()
-        .expect("the client runs");
-    assert!(
-        output.status.success(),
-        "`jobhost {}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout_of(&output)
-}
 
 #[test]
 fn a_dead_job_replays_offline_and_a_fix_is_checked_against_the_recorded_failures() {
@@ -32,11 +13,7 @@ fn a_dead_job_replays_offline_and_a_fix_is_checked_against_the_recorded_failures
     let origin = service.origin.clone();
     let dir = workspace(&origin);
     let work = dir.path().to_owned();
-    let mut command = jobhost();
-    command
-        .current_dir(&work)
-        .args(["run", "--plugins", "plugins", "--config", "jobhost.toml"]);
-    let host = Host::spawn(command, dir, STARTUP);
+    let host = Host::in_project(dir, &[]);
 
     let payload = format!(r#"{{"url": "{origin}", "order": "o-17"}}"#);
     let enqueued = json_of(&host.cli(&["enqueue", "replay.Charge", &payload, "--json"]));
@@ -56,7 +33,7 @@ fn a_dead_job_replays_offline_and_a_fix_is_checked_against_the_recorded_failures
     service.stop();
 
     // The recorded version, found in plugins/ by its digest, with the service gone.
-    let replayed = cli_in(&work, &host, &["replay", &job_id, "--trace"]);
+    let replayed = host.cli_ok_in(&work, &["replay", &job_id, "--trace"]);
     assert!(
         replayed.contains("(the recorded version)")
             && replayed.contains("verdict: still fails, same reason")
@@ -70,11 +47,7 @@ fn a_dead_job_replays_offline_and_a_fix_is_checked_against_the_recorded_failures
         "--trace shows the request with its recorded answer:\n{replayed}"
     );
     assert!(!replayed.contains(API_KEY), "no secret in a replay");
-    let first = cli_in(
-        &work,
-        &host,
-        &["replay", &job_id, "--attempt", "1", "--json"],
-    );
+    let first = host.cli_ok_in(&work, &["replay", &job_id, "--attempt", "1", "--json"]);
     let first: serde_json::Value = serde_json::from_str(&first).expect("JSON");
     assert_eq!(
         (first["attempt"].as_u64(), first["same_log"].as_bool()),
@@ -92,7 +65,7 @@ fn a_dead_job_replays_offline_and_a_fix_is_checked_against_the_recorded_failures
     );
 
     // Saved, then replayed offline from the file against the fixed version.
-    let saved = cli_in(&work, &host, &["replay", &job_id, "--save", "charge.json"]);
+    let saved = host.cli_ok_in(&work, &["replay", &job_id, "--save", "charge.json"]);
     assert!(saved.contains("saved to charge.json"), "{saved}");
     let file = std::fs::read_to_string(work.join("charge.json")).expect("the saved recording");
     assert!(
@@ -117,9 +90,8 @@ fn a_dead_job_replays_offline_and_a_fix_is_checked_against_the_recorded_failures
     );
 
     // The queue's dead letters against a version that calls another URL.
-    let table = cli_in(
+    let table = host.cli_ok_in(
         &work,
-        &host,
         &[
             "replay",
             "--queue",
@@ -135,9 +107,8 @@ fn a_dead_job_replays_offline_and_a_fix_is_checked_against_the_recorded_failures
             && table.contains(&format!("{origin}/v2/charge")),
         "the table reports the divergence at the changed call; it printed:\n{table}"
     );
-    let fixed_table = cli_in(
+    let fixed_table = host.cli_ok_in(
         &work,
-        &host,
         &[
             "replay",
             "--queue",
@@ -178,11 +149,7 @@ fn a_new_version_on_probation_that_fails_its_share_is_rolled_back_and_the_old_on
         "[plugins.versioned]\nprobation = { share = 0.5, min_jobs = 4, margin = 0.1, window = \"1h\" }\n",
     );
     let work = dir.path().to_owned();
-    let mut command = jobhost();
-    command
-        .current_dir(&work)
-        .args(["run", "--plugins", "plugins", "--config", "jobhost.toml"]);
-    let host = Host::spawn(command, dir, STARTUP);
+    let host = Host::in_project(dir, &[]);
     let v1 = json_of(&host.cli(&["plugins", "--json"]))[0]["version"]
         .as_str()
         .expect("a version")

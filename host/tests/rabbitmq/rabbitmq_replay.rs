@@ -13,25 +13,14 @@ use lapin::BasicProperties;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 
-use crate::support::cli::{Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, stdout_of};
+use crate::support::cli::{Host, PROCESSING, STARTUP, json_of, logged_id};
 use crate::support::payments::{ALREADY, API_KEY, Service, workspace};
 use crate::support::{Vhost, backend, raw_channel_at, ready, unique};
 
 /// `jobhost run --amqp URL` in a project directory of its own granting `replayable` the
 /// service at `origin`, once it consumes the plugin's queue.
 fn start_host(url: &str, origin: &str) -> Host {
-    let dir = workspace(origin);
-    let mut command = jobhost();
-    command.current_dir(dir.path()).args([
-        "run",
-        "--amqp",
-        url,
-        "--plugins",
-        "plugins",
-        "--config",
-        "jobhost.toml",
-    ]);
-    let host = Host::spawn(command, dir, STARTUP);
+    let host = Host::in_project(workspace(origin), &["--amqp", url]);
     host.wait_for_line(STARTUP, |l| {
         l.contains("consuming") && l.contains("queue=test.replayable")
     });
@@ -40,20 +29,7 @@ fn start_host(url: &str, origin: &str) -> Host {
 
 /// `jobhost replay ARGS --admin HOST`, in the host's project directory.
 fn replay(host: &Host, args: &[&str]) -> String {
-    let output = jobhost()
-        .current_dir(host.plugin_dir())
-        .arg("replay")
-        .args(args)
-        .args(["--admin", &host.admin])
-        .output()
-        .expect("the client runs");
-    assert!(
-        output.status.success(),
-        "`jobhost replay {}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout_of(&output)
+    host.cli_ok_in(host.plugin_dir(), &[&["replay"], args].concat())
 }
 
 /// Publish `body` to the recordings queue with `message_id`, as any AMQP client can.

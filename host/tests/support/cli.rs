@@ -203,6 +203,35 @@ impl Host {
         self.lines.all().len()
     }
 
+    /// `jobhost run --plugins plugins --config jobhost.toml ARGS` in the project directory
+    /// `dir`, as a user types it there, once its admin API listens.
+    pub fn in_project(dir: TempDir, args: &[&str]) -> Self {
+        let mut command = jobhost();
+        command
+            .current_dir(dir.path())
+            .args(["run", "--plugins", "plugins", "--config", "jobhost.toml"])
+            .args(args);
+        Self::spawn(command, dir, STARTUP)
+    }
+
+    /// Run `jobhost ARGS --admin <this host>` to completion in `dir`, as a user in their
+    /// project directory; its stdout, failing the test with its stderr if it fails.
+    pub fn cli_ok_in(&self, dir: &Path, args: &[&str]) -> String {
+        let output = jobhost()
+            .current_dir(dir)
+            .args(args)
+            .args(["--admin", &self.admin])
+            .output()
+            .expect("the jobhost client runs");
+        assert!(
+            output.status.success(),
+            "`jobhost {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout_of(&output)
+    }
+
     /// Run `jobhost ARGS --admin <this host>` to completion.
     pub fn cli(&self, args: &[&str]) -> Output {
         jobhost()
