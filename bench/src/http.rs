@@ -54,28 +54,34 @@ pub(crate) async fn run(sizes: &Sizes) -> anyhow::Result<Report> {
         "http: plugin GET via wasi:http, 1 task",
         Some(unrecorded.0),
         unrecorded.1,
-    );
+    )
+    .cpu(Some(unrecorded.2));
     let recorded = Row::new(
         "http: the same, recorded (completes, recording dropped)",
         Some(recorded.0),
         recorded.1,
-    );
+    )
+    .cpu(Some(recorded.2));
     let failing = Row::new(
         "http: plugin GET answered 500, not recorded",
         Some(failing.0),
         failing.1,
-    );
+    )
+    .cpu(Some(failing.2));
     let kept = Row::new(
         "http: plugin GET answered 500, recording kept as JSON",
         Some(kept.0),
         kept.1,
-    );
+    )
+    .cpu(Some(kept.2));
     Ok(Report {
         rows: vec![
             native.clone(),
             plugin.clone().against(&native, None),
+            recorded.cpu_against(&plugin, None),
             recorded.against(&plugin, None),
             failing.clone().against(&native, None),
+            kept.cpu_against(&failing, None),
             kept.against(&failing, None),
         ],
         details: Vec::new(),
@@ -135,7 +141,8 @@ async fn native(addr: SocketAddr, requests: usize) -> anyhow::Result<(f64, Sampl
     Ok((rate(requests, start.elapsed()), Samples::new(latencies)))
 }
 
-/// `requests` jobs of `url`, one at a time, recorded into `recorder` if any: `probe.Fetch`,
+/// `requests` jobs of `url`, one at a time, recorded into `recorder` if any, with this
+/// process's CPU per job (the local server's included, the same in every row): `probe.Fetch`,
 /// which completes whatever the status, or with `fails`, `probe.Send` through the SDK,
 /// which fails retryably on a `500`.
 async fn through_plugin(
@@ -144,7 +151,7 @@ async fn through_plugin(
     requests: usize,
     recorder: Option<&dyn Recorder>,
     fails: bool,
-) -> anyhow::Result<(f64, Samples)> {
+) -> anyhow::Result<(f64, Samples, Duration)> {
     let (job_type, payload) = if fails {
         (
             "probe.Send",
@@ -154,6 +161,7 @@ async fn through_plugin(
         ("probe.Fetch", serde_json::json!({ "url": url }))
     };
     let payload = serde_json::to_vec(&payload)?;
+    let cpu = crate::cpu::process_cpu()?;
     let mut latencies = Vec::with_capacity(requests);
     let start = Instant::now();
     for _ in 0..requests {
@@ -183,5 +191,6 @@ async fn through_plugin(
             if fails { "fail" } else { "complete" }
         );
     }
-    Ok((rate(requests, start.elapsed()), Samples::new(latencies)))
+    let cpu = (crate::cpu::process_cpu()? - cpu) / u32::try_from(requests)?;
+    Ok((rate(requests, start.elapsed()), Samples::new(latencies), cpu))
 }
