@@ -398,6 +398,11 @@ async fn a_fleet_fires_each_tick_once_through_a_broker_restart_and_catches_up_by
             *by.entry(runs).or_default() += 1;
             by
         });
+    let run_again: Vec<i64> = fired
+        .keys()
+        .copied()
+        .filter(|&tick| ledger.runs[&tick_job_id(&schedule, tick)] > 1)
+        .collect();
     // What the hosts said of the lead and the firings from the restart on.
     let said = [
         "leads the schedulers",
@@ -423,7 +428,8 @@ async fn a_fleet_fires_each_tick_once_through_a_broker_restart_and_catches_up_by
     println!(
         "schedule {schedule}, every 1s, missed = {{ catch_up = {CATCH_UP} }}, on two hosts: \
          {} ticks fired from {first_fired} to {last_fired} (ticks by how many firings: \
-         {by_firings:?}; by how many runs of their job: {by_runs:?}); {} ticks fired before \
+         {by_firings:?}; by how many runs of their job: {by_runs:?}, run again {run_again:?}); \
+         {} ticks fired before \
          the restart, the last {last_before} (fired {} ms after the nodes began to stop); \
          stop_app on every node took {} ms, the nodes stayed down {} ms more, start_app took \
          {} ms; a host led again {:?} ms after start_app was given, the first firing after the restart was made {} ms after it ({} ms after \
