@@ -11,6 +11,7 @@ mod dashboard;
 mod demo_server;
 mod dev;
 mod diagnose;
+mod guest_toolchain;
 mod host;
 mod log_format;
 mod logging;
