@@ -27,15 +27,6 @@ const BUILD: Duration = Duration::from_secs(600);
 /// not in its compiled-artifact cache yet.
 const LOAD: Duration = Duration::from_secs(300);
 
-/// The example's files a user writes (not what pip or the build add).
-const EXAMPLE_FILES: [&str; 5] = [
-    "pyproject.toml",
-    "requirements.txt",
-    "src/plugin.py",
-    "tests/test_plugin.py",
-    ".gitignore",
-];
-
 /// The plugin's own pytest, from its `.venv`, passes in `dir`.
 fn pytest_passes(dir: &Path) {
     let output = Command::new(dir.join(".venv/bin/python"))
@@ -73,18 +64,14 @@ fn a_python_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_d
     copy_example(
         &plugins,
         "email-sender-py",
-        &EXAMPLE_FILES,
+        &python::EXAMPLE_FILES,
         "requirements.txt",
         "sdk-python",
     );
     scaffold(work.path(), "greeter-py");
     pytest_passes(&plugins.join("greeter-py"));
 
-    let mut build = jobhost();
-    python::with_pip_cache(&mut build)
-        .arg("build")
-        .current_dir(work.path());
-    let built = build.output().expect("jobhost build runs");
+    let built = python::build(work.path());
     assert!(
         built.status.success(),
         "both plugins build as written; stderr:\n{}",
@@ -151,11 +138,7 @@ fn a_python_plugin_whose_retry_policy_the_grammar_refuses_fails_its_build_naming
     )
     .expect("the edit");
 
-    let mut build = jobhost();
-    python::with_pip_cache(&mut build)
-        .arg("build")
-        .current_dir(work.path());
-    let built = build.output().expect("jobhost build runs");
+    let built = python::build(work.path());
     let stderr = String::from_utf8_lossy(&built.stderr);
     assert!(!built.status.success(), "the build fails:\n{stderr}");
     assert!(

@@ -2,8 +2,10 @@
 //! run, and the pip cache they share between runs, so componentize-py (an 18 MB wheel) is
 //! downloaded once per target directory.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::cli::jobhost;
 
 /// Set to `1` to skip the Python plugin tests on a machine without Python 3 and its `venv`
 /// module; without it, a missing one fails them, so they never pass silently.
@@ -28,6 +30,26 @@ pub fn available() -> bool {
     );
     eprintln!("skipping: python3 or its venv module missing and {SKIP_VARIABLE}=1");
     false
+}
+
+/// The files of the example `plugins/email-sender-py` a user writes (not what pip or the
+/// build add), for [`copy_example`](super::guest::copy_example).
+pub const EXAMPLE_FILES: [&str; 5] = [
+    "pyproject.toml",
+    "requirements.txt",
+    "src/plugin.py",
+    "tests/test_plugin.py",
+    ".gitignore",
+];
+
+/// `jobhost build` run in `work`, whose plugin directory is `plugins/`, to its end.
+pub fn build(work: &Path) -> Output {
+    let mut build = jobhost();
+    with_pip_cache(&mut build)
+        .arg("build")
+        .current_dir(work)
+        .output()
+        .expect("jobhost build runs")
 }
 
 /// `command` (a `jobhost` that runs `pip install`) with pip's cache under the target
