@@ -2,7 +2,8 @@
 //! --lang python`, the plugins' own pytest, `jobhost build` (which creates their `.venv`
 //! and installs their pinned componentize-py), and `jobhost run` on the memory backend
 //! working the example `plugins/email-sender-py` through a retry, a fatal error, a
-//! deferral, follow-ups and a payload that does not decode.
+//! deferral, follow-ups and a payload that does not decode; `jobhost dev` rebuilding a
+//! Python plugin on save.
 //!
 //! Needs Python 3.11+ with `venv`; a missing one fails the tests unless
 //! `JOBHOST_SKIP_PYTHON_TESTS=1`. pip's cache lives under the target directory
@@ -12,7 +13,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::cli::{Host, jobhost, stdout_of};
+use crate::cli_dev::{edit_in_place, greeting_logged, reloaded};
+use crate::support::cli::{Host, PROCESSING, jobhost, stdout_of};
 use crate::support::guest::{
     copy_example, email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups,
     enqueue, line_of,
@@ -151,4 +153,29 @@ fn a_python_plugin_whose_retry_policy_the_grammar_refuses_fails_its_build_naming
         !plugins.join("greeter_py.wasm").exists(),
         "no component is written"
     );
+}
+
+#[test]
+fn dev_rebuilds_a_python_plugin_when_its_module_is_saved() {
+    if !python::available() {
+        return;
+    }
+    let work = tempfile::tempdir().expect("a temp working directory");
+    std::fs::create_dir(work.path().join("plugins")).expect("the plugin directory");
+    scaffold(work.path(), "greeter-py");
+
+    let mut dev = jobhost();
+    python::with_pip_cache(&mut dev)
+        .arg("dev")
+        .current_dir(work.path());
+    let host = Host::spawn(dev, work, BUILD);
+    reloaded(&host, 0, "greeter_py.wasm");
+    host.wait_for_line(PROCESSING, |l| l.contains("watching plugin sources"));
+    greeting_logged(&host, "greeter_py.Greet", "hello");
+
+    let seen = host.line_count();
+    let source = host.dir.path().join("plugins/greeter-py/src/plugin.py");
+    edit_in_place(&source, r#""hello""#, r#""hello again""#);
+    reloaded(&host, seen, "greeter_py.wasm");
+    greeting_logged(&host, "greeter_py.Greet", "hello again");
 }
