@@ -44,11 +44,14 @@ def calls(bindings, monkeypatch):
         return "job-2"
 
     monkeypatch.setattr(host, "log", lambda *args: recorded.append(("log", *args)))
+    monkeypatch.setattr(host, "report_panic", lambda *args: recorded.append(("panic", *args)))
     monkeypatch.setattr(host, "enqueue", enqueue)
     return recorded
 
 
 def send(payload, ctx):
+    if payload["to"] == "exit":
+        raise SystemExit(3)
     if payload["to"] == "later":
         raise deferred("1500ms", "greylisted")
     if payload["to"] == "nobody":
@@ -132,3 +135,10 @@ def test_a_follow_up_the_host_refuses_is_an_enqueue_error_the_handler_sees(bindi
     assert raised.value.value == types.JobError_Retryable(
         "uncaught EnqueueError: unknown job type `a.Refused`"
     )
+
+
+def test_what_escapes_the_handler_as_a_base_exception_is_reported_before_the_trap(bindings, calls):
+    guest, _, types, _ = bindings
+    with pytest.raises(SystemExit):
+        guest.serve(PLUGIN)().handle(delivery(types, "a.Send"), payload({"to": "exit"}))
+    assert calls == [("panic", "uncaught SystemExit: 3")]

@@ -40,7 +40,14 @@ def serve(declared: Plugin) -> type[exports.Handler]:
                 priority=context.priority,
                 age_ms=context.age,
             )
-            error = run_delivery(declared, Context(delivery, _HostSink()), payload)
+            try:
+                error = run_delivery(declared, Context(delivery, _HostSink()), payload)
+            except BaseException as escaped:
+                # `run_delivery` makes every `Exception` an outcome; what escapes it
+                # (`SystemExit`, `KeyboardInterrupt`) traps the instance, and the host reports
+                # the attempt as crashed with this message instead of a bare trap.
+                host.report_panic(f"uncaught {type(escaped).__name__}: {escaped}")
+                raise
             if error is not None:
                 raise Err(_wit_error(error))
 
