@@ -2,9 +2,11 @@
 //! directory atomically.
 //!
 //! A directory of the plugin directory is a plugin when it holds a `Cargo.toml` (a Rust
-//! crate, compiled for `wasm32-wasip2` by cargo) or else a `package.json` (a JavaScript
-//! plugin, built by its own pinned componentize-js: see [`build_js`](super::build_js)). Both
-//! land as `{name with underscores}.wasm`, where a running host loads them.
+//! crate, compiled for `wasm32-wasip2` by cargo), else a `package.json` (a JavaScript
+//! plugin, built by its own pinned componentize-js: see [`build_js`](super::build_js)), else
+//! a `pyproject.toml` (a Python plugin, built by its own pinned componentize-py: see
+//! [`build_py`](super::build_py)). All land as `{name with underscores}.wasm`, where a
+//! running host loads them.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -15,7 +17,7 @@ use serde::Deserialize;
 use tokio::process::Command;
 use tracing::{error, info, warn};
 
-use super::build_js;
+use super::{build_js, build_py};
 
 /// The target plugins are compiled for.
 const WASM_TARGET: &str = "wasm32-wasip2";
@@ -30,8 +32,8 @@ const WASM_TARGET: &str = "wasm32-wasip2";
 /// (`tests/fixtures/build.rs`) sets the same, so both builds share compiled dependencies.
 const STRIP_DEBUG_INFO: (&str, &str) = ("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
 
-/// A plugin's sources: a directory of the plugin directory with a `Cargo.toml` or a
-/// `package.json`.
+/// A plugin's sources: a directory of the plugin directory with a `Cargo.toml`, a
+/// `package.json` or a `pyproject.toml`.
 #[derive(Debug, Clone)]
 pub(super) struct PluginSource {
     /// The package name.
@@ -50,10 +52,12 @@ enum Lang {
         target_dir: PathBuf,
     },
     JavaScript,
+    Python,
 }
 
 /// The files whose presence makes a directory a plugin, in the order they are looked for.
-pub(super) const PLUGIN_MANIFESTS: [&str; 2] = ["Cargo.toml", build_js::PACKAGE_JSON];
+pub(super) const PLUGIN_MANIFESTS: [&str; 3] =
+    ["Cargo.toml", build_js::PACKAGE_JSON, build_py::PYPROJECT];
 
 /// Whether `dir` holds a plugin's sources.
 pub(super) fn is_plugin_dir(dir: &Path) -> bool {
@@ -66,7 +70,8 @@ impl PluginSource {
     }
 
     /// The component's file name in the plugin directory: the package name with
-    /// underscores, as cargo names the artifact (a JavaScript plugin's is named alike).
+    /// underscores, as cargo names the artifact (a JavaScript or Python plugin's is named
+    /// alike).
     pub(super) fn wasm_name(&self) -> String {
         format!("{}.wasm", self.name.replace('-', "_"))
     }
@@ -92,7 +97,8 @@ pub(super) async fn run(dir: &Path, names: &[String]) -> anyhow::Result<()> {
 }
 
 /// Make sure what builds `plugins` is there: the Rust target when one is a crate (a
-/// JavaScript plugin's toolchain is checked by its own build, which names what is missing).
+/// JavaScript or Python plugin's toolchain is checked by its own build, which names what is
+/// missing).
 pub(super) async fn ensure_toolchains(plugins: &[PluginSource]) -> anyhow::Result<()> {
     if plugins
         .iter()
@@ -127,8 +133,8 @@ fn select(plugins: Vec<PluginSource>, names: &[String]) -> anyhow::Result<Vec<Pl
     if names.is_empty() {
         if plugins.is_empty() {
             bail!(
-                "no plugin to build: create one with `jobhost new NAME` (Rust) or `jobhost new \
-                 --lang js NAME` (JavaScript)"
+                "no plugin to build: create one with `jobhost new NAME` (Rust), `jobhost new \
+                 --lang js NAME` (JavaScript) or `jobhost new --lang python NAME` (Python)"
             );
         }
         return Ok(plugins);
@@ -160,15 +166,21 @@ struct Package {
     manifest_path: PathBuf,
 }
 
-/// The plugin in `dir`: a crate when it has a `Cargo.toml`, else a JavaScript package.
+/// The plugin in `dir`: a crate when it has a `Cargo.toml`, else a JavaScript package when
+/// it has a `package.json`, else a Python project.
 pub(super) async fn describe(dir: &Path) -> anyhow::Result<PluginSource> {
     if dir.join("Cargo.toml").is_file() {
         return describe_crate(dir).await;
     }
+    let (name, lang) = if dir.join(build_js::PACKAGE_JSON).is_file() {
+        (build_js::package_name(dir)?, Lang::JavaScript)
+    } else {
+        (build_py::project_name(dir)?, Lang::Python)
+    };
     Ok(PluginSource {
-        name: build_js::package_name(dir)?,
+        name,
         dir: dir.to_owned(),
-        lang: Lang::JavaScript,
+        lang,
     })
 }
 
@@ -219,8 +231,11 @@ pub(super) async fn build(dir: &Path, plugin: &PluginSource) -> anyhow::Result<P
     let built = match &plugin.lang {
         Lang::Rust { target_dir } => build_crate(plugin, target_dir).await?,
         // Logged here because `run` and `dev` only count failures, and a missing `npm`
-        // says so in the error, not in a tool's output above.
+        // or `python3` says so in the error, not in a tool's output above.
         Lang::JavaScript => build_js::build(plugin).await.inspect_err(|err| {
+            error!(plugin = %plugin.name, error = format!("{err:#}"), "build failed");
+        })?,
+        Lang::Python => build_py::build(plugin).await.inspect_err(|err| {
             error!(plugin = %plugin.name, error = format!("{err:#}"), "build failed");
         })?,
     };

@@ -15,27 +15,28 @@
 //! naming what to install.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::SystemTime;
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
-use tokio::process::Command;
 use tracing::info;
 
 use super::build::PluginSource;
+use super::guest_toolchain::{SCRATCH, installed_since, run_step, tool, write_wit};
 
 /// The file that makes a directory a JavaScript plugin.
 pub(super) const PACKAGE_JSON: &str = "package.json";
 
-/// The build's scratch directory inside the plugin (the scaffold's `.gitignore` lists it).
-const SCRATCH: &str = ".jobhost";
-
-/// The contract the component is built against: the host's own.
-const WIT: &str = include_str!("../../../wit/jobhost.wit");
-
 /// The SDK's build script, as `npm install` places it in the plugin.
 const BUILD_SCRIPT: &str = "node_modules/@jobhost/sdk/src/build.js";
+
+/// npm's record of the last install, newer than `package.json` once it is installed.
+const INSTALL_RECORD: &str = "node_modules/.package-lock.json";
+
+const NO_NODE: &str =
+    "cannot run `node`: JavaScript plugins need Node.js 20 or later on PATH (https://nodejs.org)";
+
+const NO_NPM: &str = "cannot run `npm`: JavaScript plugins need Node.js 20 or later and npm on \
+                      PATH (https://nodejs.org)";
 
 #[derive(Debug, Deserialize)]
 struct Package {
@@ -63,81 +64,42 @@ pub(super) async fn build(plugin: &PluginSource) -> anyhow::Result<PathBuf> {
     let dir = std::fs::canonicalize(&plugin.dir)
         .with_context(|| format!("cannot resolve `{}`", plugin.dir.display()))?;
     install(&dir).await?;
-    let scratch = dir.join(SCRATCH);
-    let wit = scratch.join("wit");
-    std::fs::create_dir_all(&wit).with_context(|| format!("cannot create `{}`", wit.display()))?;
-    std::fs::write(wit.join("jobhost.wit"), WIT)
-        .with_context(|| format!("cannot write the WIT into `{}`", wit.display()))?;
-    let out = scratch.join(plugin.wasm_name());
+    let wit = write_wit(&dir)?;
+    let out = dir.join(SCRATCH).join(plugin.wasm_name());
     info!(plugin = %plugin.name, "building: node {BUILD_SCRIPT} (componentize-js)");
-    let status = tool("node")
-        .arg(BUILD_SCRIPT)
-        .arg("--wit")
-        .arg(&wit)
-        .arg("--out")
-        .arg(&out)
-        .current_dir(&dir)
-        .status()
-        .await
-        .context(
-            "cannot run `node`: JavaScript plugins need Node.js 20 or later on PATH \
-             (https://nodejs.org)",
-        )?;
-    if !status.success() {
-        bail!("the build script failed ({status}); its errors are above",);
-    }
+    run_step(
+        tool("node")
+            .arg(BUILD_SCRIPT)
+            .arg("--wit")
+            .arg(&wit)
+            .arg("--out")
+            .arg(&out)
+            .current_dir(&dir),
+        "the build script",
+        NO_NODE,
+    )
+    .await?;
     Ok(out)
 }
 
 /// `npm install` in `dir`, unless its `node_modules` is newer than what it installs from.
 pub(super) async fn install(dir: &Path) -> anyhow::Result<()> {
-    if installed(dir) {
+    if installed_since(dir, INSTALL_RECORD, &[PACKAGE_JSON, "package-lock.json"]) {
         return Ok(());
     }
     info!(dir = %dir.display(), "installing the plugin's packages: npm install");
-    let status = tool("npm")
-        .args(["install", "--no-audit", "--no-fund"])
-        .current_dir(dir)
-        .status()
-        .await
-        .context(
-            "cannot run `npm`: JavaScript plugins need Node.js 20 or later and npm on PATH \
-             (https://nodejs.org)",
-        )?;
-    if !status.success() {
-        bail!(
-            "`npm install` in `{}` failed ({status}); its errors are above",
-            dir.display()
-        );
-    }
-    Ok(())
-}
-
-/// Whether npm's record of the last install (`node_modules/.package-lock.json`) is newer
-/// than `package.json` and `package-lock.json`.
-fn installed(dir: &Path) -> bool {
-    let modified = |path: PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let Some(install) = modified(dir.join("node_modules/.package-lock.json")) else {
-        return false;
-    };
-    ["package.json", "package-lock.json"]
-        .into_iter()
-        .filter_map(|file| modified(dir.join(file)))
-        .all(|source: SystemTime| source <= install)
-}
-
-/// `program` with its output going where `jobhost`'s does, killed if the build is dropped
-/// (`jobhost dev` shutting down).
-fn tool(program: &str) -> Command {
-    let mut command = Command::new(program);
-    command.stdin(Stdio::null()).kill_on_drop(true);
-    command
+    run_step(
+        tool("npm")
+            .args(["install", "--no-audit", "--no-fund"])
+            .current_dir(dir),
+        &format!("`npm install` in `{}`", dir.display()),
+        NO_NPM,
+    )
+    .await
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     #[test]
@@ -155,24 +117,5 @@ mod tests {
             write(bad);
             assert!(package_name(dir.path()).is_err(), "{bad} is refused");
         }
-    }
-
-    #[test]
-    fn packages_are_installed_again_only_when_package_json_is_newer_than_the_install() {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let touch = |path: &Path, age: u64| {
-            std::fs::create_dir_all(path.parent().expect("a parent")).expect("dirs");
-            let file = std::fs::File::create(path).expect("creates");
-            file.set_modified(SystemTime::now() - Duration::from_secs(age))
-                .expect("sets its time");
-        };
-        let manifest = dir.path().join(PACKAGE_JSON);
-        let record = dir.path().join("node_modules/.package-lock.json");
-        touch(&manifest, 100);
-        assert!(!installed(dir.path()), "never installed");
-        touch(&record, 50);
-        assert!(installed(dir.path()), "installed after the last edit");
-        touch(&manifest, 10);
-        assert!(!installed(dir.path()), "package.json edited since");
     }
 }

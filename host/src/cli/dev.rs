@@ -4,12 +4,13 @@
 //!
 //! What is watched, and why:
 //! - the plugin directory itself and each directory in it, not recursively: a plugin that
-//!   appears (its `Cargo.toml` or `package.json` is written) is built and watched from then
-//!   on, and a manifest replaced by an editor's write-and-rename is still seen, which a
-//!   watch on the file itself would lose with the old inode;
+//!   appears (its `Cargo.toml`, `package.json` or `pyproject.toml` is written) is built
+//!   and watched from then on, and a manifest replaced by an editor's write-and-rename is
+//!   still seen, which a watch on the file itself would lose with the old inode;
 //! - each plugin's `src/`, recursively, so an edit in place and a rename over a file
-//!   (`sed -i`, most editors' safe write) both count. A Rust crate and a JavaScript plugin
-//!   are watched alike (see [`build`](super::build) for how each is built).
+//!   (`sed -i`, most editors' safe write) both count, but not Python's `__pycache__/`.
+//!   Rust, JavaScript and Python plugins are watched alike (see [`build`](super::build)
+//!   for how each is built).
 //!
 //! Every path is compared in canonical form, because that is how the watcher reports
 //! them, while `--plugins` (default `plugins`) is usually relative.
@@ -112,6 +113,11 @@ impl Sources {
             return Some(Work::Rescan);
         };
         if inside != "src" && !build::PLUGIN_MANIFESTS.iter().any(|file| inside == *file) {
+            return None;
+        }
+        // Python writes compiled modules beside the sources when a test imports them: not
+        // an edit.
+        if parts.any(|part| part.as_os_str() == "__pycache__") {
             return None;
         }
         let crate_dir = self.root.join(entry);

@@ -6,11 +6,13 @@
 mod broker_access;
 mod build;
 mod build_js;
+mod build_py;
 mod control;
 mod dashboard;
 mod demo_server;
 mod dev;
 mod diagnose;
+mod guest_toolchain;
 mod host;
 mod log_format;
 mod logging;
@@ -19,6 +21,7 @@ mod paths;
 mod replay;
 mod scaffold;
 mod scaffold_js;
+mod scaffold_py;
 mod schedules;
 mod table;
 
@@ -76,10 +79,11 @@ enum Command {
     /// Build the plugins, run the host, and rebuild a plugin whenever its sources change.
     Dev(HostArgs),
     /// Build plugins (Rust crates for `wasm32-wasip2`, JavaScript packages with
-    /// componentize-js) and drop their components into the plugin directory.
+    /// componentize-js, Python projects with componentize-py) and drop their components
+    /// into the plugin directory.
     Build(BuildArgs),
-    /// Create a plugin (a Rust crate, or JavaScript with `--lang js`) with a queue, a job
-    /// and its handler, ready to build.
+    /// Create a plugin (a Rust crate, JavaScript with `--lang js`, Python with `--lang
+    /// python`) with a queue, a job and its handler, ready to build.
     New(NewArgs),
     /// Enqueue a job by its type name and JSON payload.
     Enqueue(EnqueueArgs),
@@ -242,12 +246,14 @@ struct NewArgs {
     plugins: PluginDirArg,
     /// The plugin's name: lowercase letters, digits and `-`, starting with a letter.
     name: String,
-    /// The plugin's language: a Rust crate, or a JavaScript package (built with
-    /// componentize-js; needs Node.js 20+ and npm, and runs `npm install` in it).
+    /// The plugin's language: a Rust crate, a JavaScript package (built with
+    /// componentize-js; needs Node.js 20+ and npm, and runs `npm install` in it), or a
+    /// Python project (built with componentize-py; needs Python 3.11+ with `venv`, and
+    /// creates its `.venv`).
     #[arg(long, value_enum, default_value_t)]
     lang: scaffold::Lang,
-    /// The SDK to depend on by path (a jobhost checkout's `sdk` directory, or `sdk-js` with
-    /// `--lang js`). Default: the SDK of the repository that holds the plugin directory,
+    /// The SDK to depend on by path (a jobhost checkout's `sdk` directory, `sdk-js` with
+    /// `--lang js`, `sdk-python` with `--lang python`). Default: the SDK of the repository that holds the plugin directory,
     /// else the one this binary was built from; neither SDK is published, so without
     /// either the scaffold needs this.
     #[arg(long, value_name = "PATH")]

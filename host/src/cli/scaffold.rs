@@ -1,5 +1,6 @@
 //! `jobhost new NAME`: a plugin crate that builds and loads as generated (`--lang js`: a
-//! JavaScript plugin, see [`scaffold_js`](super::scaffold_js)).
+//! JavaScript plugin, see [`scaffold_js`](super::scaffold_js); `--lang python`: a Python
+//! plugin, see [`scaffold_py`](super::scaffold_py)).
 //!
 //! The crate is its own cargo workspace (an empty `[workspace]` table) rather than a
 //! member of the project's: `jobhost new` then never edits a `Cargo.toml` it does not
@@ -23,6 +24,9 @@ pub(super) enum Lang {
     Rust,
     /// A JavaScript package (ES modules) built by componentize-js.
     Js,
+    /// A Python project built by componentize-py.
+    #[value(alias = "py")]
+    Python,
 }
 
 /// `jobhost new [--lang LANG] NAME [--sdk PATH]`.
@@ -46,6 +50,7 @@ pub(super) async fn run(
     match lang {
         Lang::Rust => new_crate(&dir, &root, name, sdk),
         Lang::Js => super::scaffold_js::run(&dir, &root, name, sdk).await,
+        Lang::Python => super::scaffold_py::run(&dir, &root, name, sdk).await,
     }
 }
 

@@ -34,7 +34,7 @@ fn scaffold(work: &Path, name: &str) {
 }
 
 /// Replace `old` by `new` in the file at `path`, writing it in place (same inode).
-fn edit_in_place(path: &Path, old: &str, new: &str) {
+pub(super) fn edit_in_place(path: &Path, old: &str, new: &str) {
     let text = std::fs::read_to_string(path).expect("the source reads");
     assert!(text.contains(old), "`{old}` is in {}", path.display());
     std::fs::write(path, text.replace(old, new)).expect("the source writes in place");
@@ -51,7 +51,7 @@ fn edit_by_rename(path: &Path, old: &str, new: &str) {
 }
 
 /// Enqueue a greeting and wait for the line the handler logs for it.
-fn greeting_logged(host: &Host, job_type: &str, message: &str) -> String {
+pub(super) fn greeting_logged(host: &Host, job_type: &str, message: &str) -> String {
     let enqueued = json_of(&host.cli(&["enqueue", job_type, r#"{"name": "Ada"}"#, "--json"]));
     let job_id = enqueued["job_id"].as_str().expect("a job id").to_owned();
     host.wait_for_line(PROCESSING, |l| {
@@ -60,7 +60,7 @@ fn greeting_logged(host: &Host, job_type: &str, message: &str) -> String {
 }
 
 /// Wait for the host to load `file` or a new version of it, counting from log line `seen`.
-fn reloaded(host: &Host, seen: usize, file: &str) {
+pub(super) fn reloaded(host: &Host, seen: usize, file: &str) {
     host.wait_for_line_after(seen, BUILD, |l| {
         (l.contains("plugin loaded") || l.contains("plugin replaced")) && l.contains(file)
     });

@@ -11,7 +11,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::cli::{Host, PROCESSING, jobhost, json_of, logged_id, stdout_of};
+use crate::support::cli::{Host, jobhost, stdout_of};
+use crate::support::guest::{
+    copy_example, email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups,
+    enqueue, line_of,
+};
 use crate::support::node;
 
 /// `npm install` from a cold cache (about 390 MB), and a componentize-js build of each
@@ -30,27 +34,6 @@ const EXAMPLE_FILES: [&str; 4] = [
     ".gitignore",
 ];
 
-/// Copy `plugins/email-sender-js` into `plugins`, its SDK dependency pointed at this
-/// checkout's `sdk-js` (the example's own `file:../../sdk-js` is relative to the
-/// repository).
-fn copy_example(plugins: &Path) {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the host crate is in the repository");
-    let from = repository.join("plugins/email-sender-js");
-    let to = plugins.join("email-sender-js");
-    for file in EXAMPLE_FILES {
-        let dest = to.join(file);
-        std::fs::create_dir_all(dest.parent().expect("a parent")).expect("the directories");
-        std::fs::copy(from.join(file), &dest).expect("the example's file copies");
-    }
-    let manifest = to.join("package.json");
-    let text = std::fs::read_to_string(&manifest).expect("package.json reads");
-    let sdk = format!("file:{}", repository.join("sdk-js").display());
-    assert!(text.contains("file:../../sdk-js"), "{text}");
-    std::fs::write(&manifest, text.replace("file:../../sdk-js", &sdk)).expect("it writes");
-}
-
 /// `node --test` in `dir` passes.
 fn node_tests_pass(dir: &Path) {
     let output = Command::new("node")
@@ -67,19 +50,6 @@ fn node_tests_pass(dir: &Path) {
     );
 }
 
-/// Enqueue `payload` as `job_type` and return the job's id.
-fn enqueue(host: &Host, job_type: &str, payload: &str) -> String {
-    let enqueued = json_of(&host.cli(&["enqueue", job_type, payload, "--json"]));
-    enqueued["job_id"].as_str().expect("a job id").to_owned()
-}
-
-/// The host's line about job `id` that contains every one of `parts`.
-fn line_of(host: &Host, id: &str, parts: &[&str]) -> String {
-    host.wait_for_line(PROCESSING, |l| {
-        l.contains(logged_id(id)) && parts.iter().all(|part| l.contains(part))
-    })
-}
-
 #[test]
 fn a_js_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_deferral_and_follow_ups()
 {
@@ -89,7 +59,13 @@ fn a_js_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_defer
     let work = tempfile::tempdir().expect("a temp working directory");
     let plugins = work.path().join("plugins");
     std::fs::create_dir(&plugins).expect("the plugin directory");
-    copy_example(&plugins);
+    copy_example(
+        &plugins,
+        "email-sender-js",
+        &EXAMPLE_FILES,
+        "package.json",
+        "sdk-js",
+    );
 
     let mut new = jobhost();
     node::with_npm_cache(&mut new)
@@ -128,50 +104,8 @@ fn a_js_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_defer
     line_of(&host, &greeting, &["hello", r#"name="Ada""#]);
     line_of(&host, &greeting, &["job completed"]);
 
-    // Retryable twice under the queue's policy (4 attempts), sent on attempt 3.
-    let flaky = enqueue(
+    email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups(
         &host,
         "email.SendEmailJs",
-        r#"{"to": "flaky@example.com", "subject": "s", "body": "b"}"#,
     );
-    for attempt in ["attempt=1", "attempt=2"] {
-        line_of(
-            &host,
-            &flaky,
-            &["job failed, retrying", attempt, "smtp server busy"],
-        );
-    }
-    line_of(&host, &flaky, &["email sent", r#"to="flaky@example.com""#]);
-    host.wait_for_line(PROCESSING, |l| {
-        l.contains("receipt recorded")
-            && l.contains(r#"to="flaky@example.com""#)
-            && l.contains(r#"attempt="3""#)
-    });
-
-    // Fatal: dead-lettered at once, on its first attempt.
-    let invalid = enqueue(
-        &host,
-        "email.SendEmailJs",
-        r#"{"to": "nobody", "subject": "s", "body": "b"}"#,
-    );
-    let dead = line_of(&host, &invalid, &["job dead-lettered"]);
-    assert!(
-        dead.contains("invalid address `nobody`") && dead.contains("attempt=1"),
-        "{dead}"
-    );
-
-    // Deferred once without spending an attempt, then sent.
-    let greylisted = enqueue(
-        &host,
-        "email.SendEmailJs",
-        r#"{"to": "greylisted@example.com", "subject": "s", "body": "b"}"#,
-    );
-    let deferred = line_of(&host, &greylisted, &["job deferred"]);
-    assert!(deferred.contains("delay=1s"), "{deferred}");
-    line_of(&host, &greylisted, &["email sent"]);
-    host.wait_for_line(PROCESSING, |l| {
-        l.contains("receipt recorded")
-            && l.contains(r#"to="greylisted@example.com""#)
-            && l.contains(r#"attempt="1""#)
-    });
 }

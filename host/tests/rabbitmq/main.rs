@@ -1,9 +1,10 @@
 //! The RabbitMQ backend against a real broker: topology, publishing and settling, hold
 //! queues and their sweeper, quorum queues, expiry, unique jobs, caps and rates, trace
 //! context, hostile messages, reconnects and stops, hot reload under load, `queuey`
-//! interoperability, the operator's dead-letter helpers, credentials, and fleets of
-//! `jobhost run` processes (pause, resume and cancel; a schedule through a SIGKILL of its
-//! leader). Also the typed producer, on the memory backend.
+//! interoperability, the operator's dead-letter helpers, credentials, fleets of `jobhost
+//! run` processes (pause, resume and cancel; a schedule through a SIGKILL of its leader),
+//! and a Python plugin built and run as a user does. Also the typed producer, on the memory
+//! backend.
 //!
 //! Needs the broker at `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`) and
 //! `rabbitmqctl` for it; without one every broker test fails, unless
@@ -33,6 +34,7 @@ mod rabbitmq_hold_sweep;
 mod rabbitmq_hostile;
 mod rabbitmq_messages;
 mod rabbitmq_outbound;
+mod rabbitmq_python;
 mod rabbitmq_queuey;
 mod rabbitmq_quorum;
 mod rabbitmq_reconnect;

@@ -16,6 +16,8 @@ pub(crate) mod capture;
 pub(crate) mod cli;
 /// The fault tests' ledger, `jobhost run` process and summary table.
 pub(crate) mod faults;
+/// The example email senders of the guest languages, and the jobs they are put through.
+pub(crate) mod guest;
 /// Node.js and npm for the JavaScript plugin tests, with a package cache reused between runs.
 pub(crate) mod node;
 /// A local HTTP(S) server and engines granting `http-probe` outbound requests.
@@ -26,6 +28,8 @@ pub(crate) mod payments;
 pub(crate) mod plugin;
 /// The `http-probe` fixture's fleet on RabbitMQ and the ledger of the calls its jobs make.
 pub(crate) mod probe;
+/// Python 3 and `venv` for the Python plugin tests, with a pip cache reused between runs.
+pub(crate) mod python;
 /// A worker with a fixture plugin on the test broker.
 pub(crate) mod worker;
 

@@ -1,0 +1,80 @@
+"""Example plugin: `email.SendEmailPy` on queue `examples.emails-py` (4 attempts, exponential
+waits from 1s to 8s), the semantics of the Rust `email-sender` plus a deferral and a
+follow-up. The SMTP server is pretend, and its behaviour follows the address:
+
+- an address without `@` is fatal (`invalid address ...`): no retry can fix it;
+- an address containing `flaky` meets a busy server (retryable) on attempts 1 and 2, and is
+  sent on attempt 3;
+- an address containing `greylisted` is deferred for 1s on its first delivery (the server
+  asks to come back later, which spends no attempt), and sent when it comes back;
+- once sent, an `email.ReceiptPy` follow-up records the delivery.
+
+A payload that is not an email (`{"to": 42}`) is refused by `Email.from_json`, which
+dead-letters it as a decode error without running the handler.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypedDict
+
+from jobhost_sdk import Context, Retry, deferred, fatal, job, plugin, queue, retryable
+
+emails = queue(
+    "examples.emails-py", retry=Retry(max_attempts=4, backoff="exponential", base="1s", max="8s")
+)
+
+FLAKY_SUCCEEDS_ON = 3
+"""The attempt on which a flaky address finally gets through."""
+
+GREYLIST = timedelta(seconds=1)
+"""How long a greylisting server asks the sender to wait."""
+
+
+@dataclass(frozen=True)
+class Email:
+    to: str
+    subject: str
+    body: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> "Email":
+        """The email in `value`; raises (a decode error) when it is not one."""
+        fields = {
+            name: value.get(name) if isinstance(value, dict) else None
+            for name in ("to", "subject", "body")
+        }
+        wrong = [name for name, text in fields.items() if not isinstance(text, str)]
+        if wrong:
+            raise ValueError(f"an email needs string fields {', '.join(wrong)}")
+        return cls(**fields)
+
+
+class Receipt(TypedDict):
+    to: str
+    attempt: int
+
+
+def send_email(email: Email, ctx: Context) -> None:
+    if "@" not in email.to:
+        raise fatal(f"invalid address `{email.to}`")
+    if "flaky" in email.to and ctx.attempt < FLAKY_SUCCEEDS_ON:
+        ctx.warn(f"smtp server busy for `{email.to}` (attempt {ctx.attempt} of {ctx.max_attempts})")
+        raise retryable("smtp server busy")
+    if "greylisted" in email.to and ctx.deferrals == 0:
+        raise deferred(GREYLIST, f"greylisted by the server of `{email.to}`")
+    ctx.info("email sent", to=email.to, subject=email.subject, bytes=len(email.body))
+    ctx.enqueue("email.ReceiptPy", Receipt(to=email.to, attempt=ctx.attempt))
+
+
+def record_receipt(receipt: Receipt, ctx: Context) -> None:
+    ctx.info("receipt recorded", to=receipt["to"], attempt=receipt["attempt"])
+
+
+PLUGIN = plugin(
+    name="email-sender-py",
+    queues=[emails],
+    jobs=[
+        job("email.SendEmailPy", queue=emails, handler=send_email, decode=Email.from_json),
+        job("email.ReceiptPy", queue=emails, handler=record_receipt),
+    ],
+)

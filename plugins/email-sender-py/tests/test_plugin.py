@@ -1,0 +1,54 @@
+"""pytest runs the email sender's handlers natively, as the Rust example's tests do."""
+
+import pytest
+
+from jobhost_sdk import deferred, fatal, retryable
+from jobhost_sdk.testing import TestContext
+
+from plugin import FLAKY_SUCCEEDS_ON, GREYLIST, Email, send_email
+
+
+def email(to: str) -> Email:
+    return Email(to=to, subject="hi", body="hello there")
+
+
+def test_a_good_address_is_sent_on_the_first_attempt_logged_and_receipted():
+    run = TestContext().run(send_email, email("alice@example.com"))
+    assert run.error is None
+    assert run.messages() == ["email sent"]
+    assert run.logs[0].field("to") == "alice@example.com"
+    assert run.logs[0].field("bytes") == "11"
+    assert [(f.job_type, f.payload) for f in run.follow_ups] == [
+        ("email.ReceiptPy", {"to": "alice@example.com", "attempt": 1})
+    ]
+
+
+def test_an_address_without_an_at_sign_is_fatal():
+    run = TestContext().run(send_email, email("bob-at-example.com"))
+    assert run.error == fatal("invalid address `bob-at-example.com`")
+    assert run.follow_ups == [], "nothing was sent"
+
+
+@pytest.mark.parametrize("attempt", range(1, FLAKY_SUCCEEDS_ON))
+def test_a_flaky_address_meets_a_busy_server_before_its_third_attempt(attempt):
+    run = TestContext(attempt=attempt, max_attempts=4).run(send_email, email("flaky@example.com"))
+    assert run.error == retryable("smtp server busy")
+    assert run.messages() == [f"smtp server busy for `flaky@example.com` (attempt {attempt} of 4)"]
+
+
+def test_a_flaky_address_is_sent_on_its_third_attempt():
+    assert (
+        TestContext(attempt=FLAKY_SUCCEEDS_ON).run(send_email, email("flaky@example.com")).error
+        is None
+    )
+
+
+def test_a_greylisted_address_is_deferred_once_then_sent():
+    first = TestContext().run(send_email, email("greylisted@example.com"))
+    assert first.error == deferred(GREYLIST, "greylisted by the server of `greylisted@example.com`")
+    assert TestContext(deferrals=1).run(send_email, email("greylisted@example.com")).error is None
+
+
+def test_a_payload_that_is_not_an_email_does_not_decode():
+    with pytest.raises(ValueError, match="string fields to, subject, body"):
+        Email.from_json({"to": 42})
