@@ -192,5 +192,9 @@ async fn through_plugin(
         );
     }
     let cpu = (crate::cpu::process_cpu()? - cpu) / u32::try_from(requests)?;
-    Ok((rate(requests, start.elapsed()), Samples::new(latencies), cpu))
+    Ok((
+        rate(requests, start.elapsed()),
+        Samples::new(latencies),
+        cpu,
+    ))
 }

@@ -1,7 +1,8 @@
 //! The `jobhost` binary as a user runs it, on the memory backend: `jobhost run` driven
 //! through its client commands (enqueue, dead letters, pausing and cancelling, exit codes,
 //! Ctrl-C), the grants file, `jobhost dev`, `jobhost new` + `jobhost build` (Rust,
-//! JavaScript and Python plugins), and how errors print their causes.
+//! JavaScript and Python plugins), `jobhost replay` and a probation's rollback, and how
+//! errors print their causes.
 //!
 //! Needs no broker; `cli_scaffold` compiles a plugin crate for `wasm32-wasip2`, `cli_js`
 //! needs Node.js and npm (`JOBHOST_SKIP_JS_TESTS=1` skips it without them), and
