@@ -65,8 +65,8 @@ pub use rabbitmq::{
     RabbitMqOptions, ReconnectBackoff,
 };
 pub use recordings::{
-    PENDING_MAX, RECORDINGS_KEPT, RECORDINGS_MAX_BYTES, RECORDINGS_QUEUE, RECORDINGS_TTL,
-    Recordings, recorder,
+    MEMORY_RECORDINGS_KEPT, MEMORY_RECORDINGS_MAX_BYTES, PENDING_MAX, RECORDINGS_KEPT,
+    RECORDINGS_MAX_BYTES, RECORDINGS_QUEUE, RECORDINGS_TTL, Recordings, recorder,
 };
 pub use schedule::{
     Ended, FIRING_MAX_BYTES, Firing, HISTORY, LEADER_QUEUE, MEMORY_LEASE, Record, Schedules,

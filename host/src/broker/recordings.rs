@@ -7,7 +7,8 @@
 //!   recording, its `message-id` the job's id; in memory a list of the backend's.
 //! - Retention is the broker's: at most [`RECORDINGS_KEPT`] recordings,
 //!   [`RECORDINGS_MAX_BYTES`] in all, each kept [`RECORDINGS_TTL`]; past any of these the
-//!   oldest go first. A recording is at most
+//!   oldest go first. In memory, where they take the host's own memory, at most
+//!   [`MEMORY_RECORDINGS_KEPT`] and [`MEMORY_RECORDINGS_MAX_BYTES`]. A recording is at most
 //!   [`RECORDING_MAX_BYTES`](crate::job::recording::RECORDING_MAX_BYTES) of answers, so one
 //!   message stays small.
 //! - Keeping a recording never holds up the attempt's settlement: the [`Recorder`] queues
@@ -34,11 +35,19 @@ pub const RECORDINGS_KEPT: usize = 10_000;
 /// Bytes of recordings kept at most (as JSON); the oldest go first.
 pub const RECORDINGS_MAX_BYTES: usize = 256 * 1024 * 1024;
 
+/// Recordings the memory backend keeps at most, in the host's own memory; the oldest go
+/// first.
+pub const MEMORY_RECORDINGS_KEPT: usize = 1_000;
+
+/// Bytes of recordings the memory backend keeps at most (as JSON).
+pub const MEMORY_RECORDINGS_MAX_BYTES: usize = 32 * 1024 * 1024;
+
 /// How long a recording is kept.
 pub const RECORDINGS_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// Recordings waiting to be published at most; more are dropped.
-pub const PENDING_MAX: usize = 256;
+/// Recordings waiting to be published at most; more are dropped. Each is at most about a
+/// MiB, so a broker outage during a burst of failures holds at most this many MiB.
+pub const PENDING_MAX: usize = 32;
 
 /// A fleet's recordings.
 pub trait Recordings: Send + Sync + 'static {

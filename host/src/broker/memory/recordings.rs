@@ -1,6 +1,6 @@
-//! [`Recordings`] in memory: a list of the backend's, kept within the same bounds as the
-//! RabbitMQ queue's (count and bytes; age is not enforced, as nothing outlives the
-//! process).
+//! [`Recordings`] in memory: a list of the backend's, in the host's own memory, so kept
+//! within tighter bounds than the RabbitMQ queue's (count and bytes; age is not enforced,
+//! as nothing outlives the process).
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::MemoryBackend;
 use crate::broker::BrokerError;
-use crate::broker::recordings::{RECORDINGS_KEPT, RECORDINGS_MAX_BYTES, Recordings};
+use crate::broker::recordings::{MEMORY_RECORDINGS_KEPT, MEMORY_RECORDINGS_MAX_BYTES, Recordings};
 use crate::job::Recording;
 
 /// The recordings of one memory backend, oldest first, with their size as JSON.
@@ -34,7 +34,8 @@ impl Recordings for MemoryBackend {
         let mut shelf = self.recordings.lock();
         shelf.kept.push_back((size, recording.clone()));
         shelf.bytes += size;
-        while shelf.kept.len() > RECORDINGS_KEPT || shelf.bytes > RECORDINGS_MAX_BYTES {
+        while shelf.kept.len() > MEMORY_RECORDINGS_KEPT || shelf.bytes > MEMORY_RECORDINGS_MAX_BYTES
+        {
             let Some((size, _)) = shelf.kept.pop_front() else {
                 break;
             };
