@@ -387,6 +387,9 @@ pub struct HttpError {
     /// The case's text, where it carries one (a refusal's message, a cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// When the request failed, in milliseconds from the attempt's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_ms: Option<u64>,
 }
 
 impl HttpError {

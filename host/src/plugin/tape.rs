@@ -68,6 +68,8 @@ struct State {
     /// HTTP answers whose body is still being read: the index of their import, and the
     /// bytes read so far.
     bodies: Vec<(usize, Arc<Mutex<BodyTap>>)>,
+    /// When the attempt started, for when each request failed.
+    started: std::time::Instant,
 }
 
 struct RawSeeds {
@@ -86,6 +88,9 @@ struct Player {
     calls: VecDeque<(usize, Import)>,
     /// The recording was cut after this many imports.
     cut: Option<usize>,
+    /// The recorded attempt's timeout, in milliseconds, if the attempt ended at it; none
+    /// when it ended otherwise.
+    timed_out_at: Option<u64>,
     trace: Vec<String>,
     divergence: Option<String>,
 }
@@ -139,6 +144,9 @@ impl Tape {
                 .filter(|(_, import)| import.is_call())
                 .collect(),
             cut: recording.cut,
+            timed_out_at: (recording.outcome.kind == "crashed"
+                && recording.outcome.reason.as_deref() == Some(&*timed_out_reason(recording)))
+            .then_some(recording.job.timeout_ms),
             trace: Vec::new(),
             divergence: None,
         };
@@ -154,6 +162,7 @@ impl Tape {
             cut: None,
             play,
             bodies: Vec::new(),
+            started: std::time::Instant::now(),
         })))
     }
 
@@ -304,8 +313,10 @@ impl Tape {
             answer: Err(HttpError {
                 code: String::new(),
                 detail: None,
+                after_ms: None,
             }),
         };
+        let timed_out_at = state.play.as_ref().and_then(|player| player.timed_out_at);
         let answer = match state.next_call(&asked) {
             Ok(Import::Http { answer, .. }) => answer,
             Ok(_) => unreachable!("next_call matched the kind"),
@@ -316,9 +327,12 @@ impl Tape {
             }
         };
         Some(match answer {
-            // The attempt ended (its timeout, most often) before this request was answered:
-            // the replay waits as long.
-            Err(error) if error.code == NO_ANSWER => Answer::Never,
+            // The attempt ended (its timeout, most often) before this request was answered;
+            // or the request failed at the attempt's deadline (its own deadline is the job's)
+            // and the attempt's timeout, not the error, ended it: the replay waits as long.
+            Err(error) if error.code == NO_ANSWER || at_deadline(&error, timed_out_at) => {
+                Answer::Never
+            }
             Err(error) => Answer::Now(Err(error_of(&error))),
             Ok(response) => Answer::Now(Ok(replayed(response))),
         })
@@ -334,6 +348,7 @@ impl Tape {
             answer: Err(HttpError {
                 code: NO_ANSWER.to_owned(),
                 detail: None,
+                after_ms: None,
             }),
         };
         Self::keep(&mut state, import)
@@ -375,7 +390,13 @@ impl Tape {
     /// The error the request at `index` failed with, written down.
     pub(super) fn http_failed(&self, index: Option<usize>, error: Error) -> Error {
         if let Some(index) = index {
-            self.state().answer(index, Err(code_of(&error)));
+            let mut state = self.state();
+            let after = state.started.elapsed().as_millis();
+            let failed = HttpError {
+                after_ms: Some(u64::try_from(after).unwrap_or(u64::MAX)),
+                ..code_of(&error)
+            };
+            state.answer(index, Err(failed));
         }
         error
     }
@@ -406,6 +427,7 @@ impl Tape {
                         "the recording was cut here, after {} bytes of the body",
                         tap.bytes.len()
                     )),
+                    after_ms: None,
                 });
                 response.body = Body(tap.bytes);
                 response.body_error = cut.or(tap.error);
@@ -538,6 +560,21 @@ fn same_call(recorded: &Import, asked: &Import) -> bool {
         ) => m1 == m2 && u1 == u2,
         _ => false,
     }
+}
+
+/// Whether a request failed at the deadline of an attempt that ended at it, give or take the
+/// moments between the attempt's start and its store's.
+fn at_deadline(error: &HttpError, timed_out_at: Option<u64>) -> bool {
+    const SLACK_MS: u64 = 20;
+    error
+        .after_ms
+        .zip(timed_out_at)
+        .is_some_and(|(after, timeout)| after.saturating_add(SLACK_MS) >= timeout)
+}
+
+/// The reason of a crash at the recorded attempt's timeout.
+fn timed_out_reason(recording: &Recording) -> String {
+    super::store::timed_out(Duration::from_millis(recording.job.timeout_ms))
 }
 
 /// How a found config value is recorded: a secret by its key only.
@@ -735,6 +772,7 @@ fn code_of(error: &Error) -> HttpError {
     HttpError {
         code: code.to_owned(),
         detail,
+        after_ms: None,
     }
 }
 
