@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -23,6 +23,12 @@ use crate::job::Recording;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a request may take; a replay against a busy broker is the slowest.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest answer read: a recordings lookup answers at most
+/// [`LOOKUP_MAX_BYTES`](crate::broker::LOOKUP_MAX_BYTES) of recordings (which JSON's
+/// escapes may grow), every other answer far less; past this the client stops reading,
+/// whatever the other end is.
+const ANSWER_MAX: usize = 4 * crate::broker::LOOKUP_MAX_BYTES;
 
 /// Why a request to the admin API failed.
 #[derive(Debug, thiserror::Error)]
@@ -259,8 +265,7 @@ impl AdminClient {
             .await
             .map_err(|e| self.unreachable(e.to_string()))?;
         let status = response.status();
-        let bytes = response
-            .into_body()
+        let bytes = Limited::new(response.into_body(), ANSWER_MAX)
             .collect()
             .await
             .map_err(|e| self.unreachable(e.to_string()))?

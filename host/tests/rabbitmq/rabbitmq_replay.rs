@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobhost::broker::{RECORDINGS_QUEUE, Recordings as _};
+use jobhost::broker::{KeptRecording, RECORDING_JSON_MAX, RECORDINGS_QUEUE, Recordings as _};
 use jobhost::job::Recording;
 use lapin::BasicProperties;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
@@ -102,7 +102,8 @@ async fn a_recording_on_the_broker_replays_through_either_host_and_garbage_besid
     }
 
     // Garbage beside it, from a plain AMQP client: not JSON under the job's id, another
-    // job's recording under the job's id, and messages without an id.
+    // job's recording under the job's id, a recording of the job too large for any host to
+    // have written, and messages without an id.
     let saved = a.plugin_dir().join("saved.json");
     replay(&a, &[&job_id, "--save", saved.to_str().expect("UTF-8")]);
     let mut other: Recording =
@@ -112,6 +113,9 @@ async fn a_recording_on_the_broker_replays_through_either_host_and_garbage_besid
             .expect("JSON")
             .contains(API_KEY)
     );
+    let mut oversized = other.clone();
+    oversized.outcome.reason = Some("oversized".into());
+    oversized.job.payload = format!(r#""{}""#, "x".repeat(RECORDING_JSON_MAX));
     other.job.job_id = uuid::Uuid::new_v4();
     other.outcome.reason = Some("forged".into());
     channel
@@ -125,13 +129,21 @@ async fn a_recording_on_the_broker_replays_through_either_host_and_garbage_besid
         Some(&job_id),
     )
     .await;
+    publish(
+        &channel,
+        &serde_json::to_vec(&oversized).expect("JSON"),
+        Some(&job_id),
+    )
+    .await;
     for _ in 0..20 {
         publish(&channel, b"{}", None).await;
     }
     let before = ready(&channel, RECORDINGS_QUEUE).await;
     let replayed = replay(&b, &[&job_id]);
     assert!(
-        replayed.contains(ALREADY) && !replayed.contains("forged"),
+        replayed.contains(ALREADY)
+            && !replayed.contains("forged")
+            && !replayed.contains("oversized"),
         "the lookup keeps the job's own recording only:\n{replayed}"
     );
     assert_eq!(
@@ -174,7 +186,7 @@ async fn a_recordings_queue_declared_by_someone_else_is_used_as_it_is() {
         "log": []
     }))
     .expect("a recording");
-    host.keep_recording(&recording)
+    host.keep_recording(&KeptRecording::of(&recording).expect("a small recording"))
         .await
         .expect("kept in the queue as it is");
     let found = host

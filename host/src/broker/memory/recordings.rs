@@ -9,16 +9,18 @@ use uuid::Uuid;
 
 use super::MemoryBackend;
 use crate::broker::BrokerError;
-use crate::broker::recordings::{MEMORY_RECORDINGS_KEPT, MEMORY_RECORDINGS_MAX_BYTES, Recordings};
+use crate::broker::recordings::{
+    KeptRecording, Lookup, MEMORY_RECORDINGS_KEPT, MEMORY_RECORDINGS_MAX_BYTES, Recordings,
+};
 use crate::job::Recording;
 
-/// The recordings of one memory backend, oldest first, with their size as JSON.
+/// The recordings of one memory backend, oldest first, as JSON.
 #[derive(Debug, Default)]
 pub(super) struct Shelf(Mutex<ShelfState>);
 
 #[derive(Debug, Default)]
 struct ShelfState {
-    kept: VecDeque<(usize, Recording)>,
+    kept: VecDeque<KeptRecording>,
     bytes: usize,
 }
 
@@ -29,26 +31,30 @@ impl Shelf {
 }
 
 impl Recordings for MemoryBackend {
-    async fn keep_recording(&self, recording: &Recording) -> Result<(), BrokerError> {
-        let size = serde_json::to_vec(recording).map_or(0, |json| json.len());
+    async fn keep_recording(&self, recording: &KeptRecording) -> Result<(), BrokerError> {
         let mut shelf = self.recordings.lock();
-        shelf.kept.push_back((size, recording.clone()));
-        shelf.bytes += size;
+        shelf.bytes += recording.json.len();
+        shelf.kept.push_back(recording.clone());
         while shelf.kept.len() > MEMORY_RECORDINGS_KEPT || shelf.bytes > MEMORY_RECORDINGS_MAX_BYTES
         {
-            let Some((size, _)) = shelf.kept.pop_front() else {
+            let Some(oldest) = shelf.kept.pop_front() else {
                 break;
             };
-            shelf.bytes -= size;
+            shelf.bytes -= oldest.json.len();
         }
         Ok(())
     }
 
     async fn recordings_of(&self, job_ids: &[Uuid]) -> Result<Vec<Recording>, BrokerError> {
-        let shelf = self.recordings.lock();
-        Ok((shelf.kept.iter())
-            .filter(|(_, recording)| job_ids.contains(&recording.job.job_id))
-            .map(|(_, recording)| recording.clone())
-            .collect())
+        // Copied out first, so keeping a recording never waits for a lookup's decoding.
+        let asked: Vec<KeptRecording> = (self.recordings.lock().kept.iter())
+            .filter(|kept| job_ids.contains(&kept.job_id))
+            .cloned()
+            .collect();
+        let mut lookup = Lookup::new(job_ids);
+        for kept in &asked {
+            lookup.offer(&kept.json);
+        }
+        Ok(lookup.finish())
     }
 }

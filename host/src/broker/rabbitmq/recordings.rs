@@ -5,6 +5,9 @@
 //!
 //! A lookup takes up to [`RECORDINGS_KEPT`] messages with `basic.get`, unacked, on a
 //! channel of its own, and closes the channel, which hands them all back in their order.
+//! Each message is read whole (AMQP has no partial get), one at a time, so a hostile one
+//! costs at most the broker's `max_message_size` for as long as it is looked at; only the
+//! asked jobs' own are offered to the [`Lookup`], which bounds what is kept.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -17,7 +20,8 @@ use super::RabbitMqBackend;
 use super::session::{Failure, Session};
 use crate::broker::BrokerError;
 use crate::broker::recordings::{
-    RECORDINGS_KEPT, RECORDINGS_MAX_BYTES, RECORDINGS_QUEUE, RECORDINGS_TTL, Recordings,
+    KeptRecording, Lookup, RECORDINGS_KEPT, RECORDINGS_MAX_BYTES, RECORDINGS_QUEUE, RECORDINGS_TTL,
+    Recordings,
 };
 use crate::job::Recording;
 
@@ -25,13 +29,11 @@ use crate::job::Recording;
 const PERSISTENT: u8 = 2;
 
 impl Recordings for RabbitMqBackend {
-    async fn keep_recording(&self, recording: &Recording) -> Result<(), BrokerError> {
-        let body = serde_json::to_vec(recording)
-            .map_err(|error| BrokerError::Connection(format!("a recording as JSON: {error}")))?;
-        let id = ShortString::from(recording.job.job_id.to_string());
+    async fn keep_recording(&self, recording: &KeptRecording) -> Result<(), BrokerError> {
+        let id = ShortString::from(recording.job_id.to_string());
         self.link
             .run(|session| {
-                let (body, id) = (&body, id.clone());
+                let (body, id) = (&recording.json, id.clone());
                 async move {
                     declare(&session).await?;
                     let properties = BasicProperties::default()
@@ -60,10 +62,9 @@ impl Recordings for RabbitMqBackend {
 }
 
 /// The recordings of `job_ids` among the first [`RECORDINGS_KEPT`] messages, left unacked
-/// for the channel's close to hand back; a message that is not a recording is skipped.
+/// for the channel's close to hand back.
 async fn find(channel: &Channel, job_ids: &[Uuid]) -> Result<Vec<Recording>, Failure> {
-    let wanted: Vec<String> = job_ids.iter().map(Uuid::to_string).collect();
-    let mut found = Vec::new();
+    let mut lookup = Lookup::new(job_ids);
     for _ in 0..RECORDINGS_KEPT {
         let got = channel
             .basic_get(RECORDINGS_QUEUE.into(), BasicGetOptions { no_ack: false })
@@ -71,24 +72,12 @@ async fn find(channel: &Channel, job_ids: &[Uuid]) -> Result<Vec<Recording>, Fai
             .map_err(|error| Failure::classify(RECORDINGS_QUEUE, error))?;
         let Some(message) = got else { break };
         let delivery = message.delivery;
-        let id = delivery
-            .properties
-            .message_id()
-            .as_ref()
-            .map(ShortString::as_str);
-        if !id.is_some_and(|id| wanted.iter().any(|wanted| wanted == id)) {
-            continue;
-        }
-        match serde_json::from_slice::<Recording>(&delivery.data) {
-            Ok(recording) if job_ids.contains(&recording.job.job_id) => found.push(recording),
-            _ => tracing::warn!(
-                queue = RECORDINGS_QUEUE,
-                bytes = delivery.data.len(),
-                "skipping a message that is not a recording"
-            ),
+        let id = delivery.properties.message_id().as_ref();
+        if id.is_some_and(|id| lookup.asks_for(id.as_str())) {
+            lookup.offer(&delivery.data);
         }
     }
-    Ok(found)
+    Ok(lookup.finish())
 }
 
 /// Declare [`RECORDINGS_QUEUE`] with the retention as its arguments. A queue of that name
