@@ -12,10 +12,14 @@
 //!    then `jobhost run --concurrency N` drains it; jobs/s from its first delivery to its
 //!    last completion ([`super::process`]), its peak RSS (sampled every 100 ms) and, at
 //!    that peak, `/proc/PID/smaps_rollup` and its count of mappings.
+//! 5. Fairness: a host with the queue empty, then with 4 s of its work queued, while
+//!    [`FAST_JOBS`] `wait.Fast` jobs trickle into `bench.wait.fast`: their start latency
+//!    (publish to the server's arrival) alone and beside the saturated slow queue.
 //!
 //! The server is this binary's hidden `wait-server`, a process of its own (so its sockets
-//! and this process's client sockets do not share one file limit). The queue
-//! `bench.wait.get` (and its dead-letter and hold queues) is deleted at the end.
+//! and this process's client sockets do not share one file limit). The queues
+//! `bench.wait.get` and `bench.wait.fast` (and their dead-letter and hold queues) are
+//! deleted at the end.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -59,8 +63,17 @@ fn levels() -> Vec<usize> {
         .unwrap_or_else(|| vec![1_000, 10_000])
 }
 
-/// `wait-server --latency-ms N`: answer every request with `200 ok` after N ms; prints
-/// its port on the first line of stdout.
+/// Fast jobs published per measurement of their start latency, at [`FAST_EVERY`].
+const FAST_JOBS: usize = 100;
+
+/// The spacing of fast jobs' publishes: 40 a second, a trickle beside the slow queue.
+const FAST_EVERY: Duration = Duration::from_millis(25);
+
+/// `wait-server --latency-ms N`: answer `GET /` with `200 ok` after N ms, and
+/// `GET /fast?sent=MICROS` at once, noting how long after `sent` (microseconds since the
+/// Unix epoch, when the bench published the job) it arrived and how many `/` requests
+/// were waiting then; `GET /fast-stats` answers those notes as [`FastStats`] and forgets
+/// them. Prints its port on the first line of stdout.
 pub(crate) async fn serve(latency_ms: u64) -> anyhow::Result<()> {
     let socket = tokio::net::TcpSocket::new_v4()?;
     socket.set_reuseaddr(true)?;
@@ -70,15 +83,109 @@ pub(crate) async fn serve(latency_ms: u64) -> anyhow::Result<()> {
     let listener = socket.listen(4096)?;
     println!("{}", listener.local_addr()?.port());
     let latency = Duration::from_millis(latency_ms);
-    let app = axum::Router::new().route(
-        "/",
-        axum::routing::get(move || async move {
+    let waiting = Arc::new(AtomicU64::new(0));
+    let notes = Arc::new(std::sync::Mutex::new(Vec::<(u64, u64)>::new()));
+    let slow = {
+        let waiting = Arc::clone(&waiting);
+        move || async move {
+            waiting.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(latency).await;
+            waiting.fetch_sub(1, Ordering::Relaxed);
             "ok"
-        }),
-    );
+        }
+    };
+    let fast = {
+        let (waiting, notes) = (Arc::clone(&waiting), Arc::clone(&notes));
+        move |query: axum::extract::Query<std::collections::HashMap<String, u64>>| async move {
+            let sent = query.get("sent").copied().unwrap_or(0);
+            let after = unix_micros().saturating_sub(sent);
+            let note = (after, waiting.load(Ordering::Relaxed));
+            notes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(note);
+            "ok"
+        }
+    };
+    let stats = move || async move {
+        let taken = std::mem::take(
+            &mut *notes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        axum::Json(FastStats::of(taken))
+    };
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(slow))
+        .route("/fast", axum::routing::get(fast))
+        .route("/fast-stats", axum::routing::get(stats));
     axum::serve(listener, app).await?;
     Ok(())
+}
+
+fn unix_micros() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// What the server saw of the fast jobs since it was last asked: their count, their start
+/// latency (publish to request) at the median, p99 and worst, and the fewest slow requests
+/// waiting when one arrived (the slow queue's saturation meanwhile).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct FastStats {
+    count: usize,
+    /// Each fast request's (start latency in µs, slow requests waiting then), sorted.
+    notes: Vec<(u64, u64)>,
+}
+
+impl FastStats {
+    fn of(mut notes: Vec<(u64, u64)>) -> Self {
+        notes.sort_unstable();
+        Self {
+            count: notes.len(),
+            notes,
+        }
+    }
+
+    fn merge(self, more: Self) -> Self {
+        Self::of([self.notes, more.notes].concat())
+    }
+
+    /// The start latency at `share` (0.5 the median), in ms.
+    fn latency_ms(&self, share: f64) -> f64 {
+        if self.notes.is_empty() {
+            return f64::NAN;
+        }
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let index = ((self.notes.len() as f64 * share).ceil() as usize).clamp(1, self.notes.len());
+        #[allow(clippy::cast_precision_loss)]
+        let micros = self.notes[index - 1].0 as f64;
+        micros / 1000.0
+    }
+
+    /// The fewest slow requests waiting at the server when a fast one arrived.
+    fn fewest_waiting(&self) -> u64 {
+        self.notes
+            .iter()
+            .map(|&(_, waiting)| waiting)
+            .min()
+            .unwrap_or(0)
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            self.latency_ms(0.5),
+            self.latency_ms(0.99),
+            self.latency_ms(1.0)
+        )
+    }
 }
 
 /// The server process and its address.
@@ -147,6 +254,55 @@ async fn get(addr: SocketAddr) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the server at `addr` saw of fast jobs since it was last asked (and forgets it).
+async fn fast_stats(addr: SocketAddr) -> anyhow::Result<FastStats> {
+    use http_body_util::BodyExt as _;
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let request = hyper::Request::get("/fast-stats")
+        .header("host", addr.to_string())
+        .body(http_body_util::Empty::<bytes::Bytes>::new())?;
+    let response = sender.send_request(request).await?;
+    anyhow::ensure!(response.status().is_success(), "{}", response.status());
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Publish [`FAST_JOBS`] `wait.Fast` jobs to `queue`, one per [`FAST_EVERY`], each asking
+/// the server's `/fast` with the instant it was published, and wait until the server has
+/// seen them all: their start latency as the server saw it.
+async fn fast_start_latency(
+    backend: &Arc<jobhost::broker::RabbitMqBackend>,
+    queue: &str,
+    server: SocketAddr,
+) -> anyhow::Result<FastStats> {
+    fast_stats(server).await?;
+    let mut every = tokio::time::interval(FAST_EVERY);
+    for _ in 0..FAST_JOBS {
+        every.tick().await;
+        let url = format!("http://{server}/fast?sent={}", unix_micros());
+        let payload = RawValue::from_string(serde_json::json!({ "url": url }).to_string())?;
+        amqp::fill(backend, [Envelope::new("wait.Fast", queue, payload)]).await?;
+    }
+    let start = Instant::now();
+    let mut seen = FastStats::default();
+    loop {
+        let more = fast_stats(server).await?;
+        seen = seen.merge(more);
+        if seen.count >= FAST_JOBS {
+            return Ok(seen);
+        }
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(120),
+            "the host started {} of {FAST_JOBS} fast jobs within 120 s",
+            seen.count
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// `jobhost run` serving `fixture` as `plugins/wait.wasm`, granted the server.
 struct Host {
     binary: std::path::PathBuf,
@@ -201,15 +357,20 @@ fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("no {field} in /proc/{pid}/status"))
 }
 
-/// The peak RSS of `pid` while sampled, with its smaps_rollup and mapping count then.
+/// The peak RSS of `pid` while sampled, with its smaps_rollup and mapping count then, and
+/// where its resident memory was ([`resident_by_kind`]) at the last sample that passed the
+/// previous such reading by a tenth (reading every mapping at each new peak would take the
+/// host's CPU).
 #[derive(Default, Clone)]
 struct Peak {
     rss_kib: u64,
     rollup: String,
     maps: usize,
+    by_kind: String,
+    by_kind_at_kib: u64,
 }
 
-fn sample(pid: u32, peak: &mut Peak) {
+fn sample(pid: u32, slots: usize, peak: &mut Peak) {
     let Ok(rss) = status_kib(pid, "VmRSS:") else {
         return;
     };
@@ -238,7 +399,51 @@ fn sample(pid: u32, peak: &mut Peak) {
         peak.maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
             .map(|maps| maps.lines().count())
             .unwrap_or(0);
+        if rss > peak.by_kind_at_kib + peak.by_kind_at_kib / 10 {
+            peak.by_kind_at_kib = rss;
+            peak.by_kind = resident_by_kind(pid, slots).unwrap_or_else(|error| error.to_string());
+        }
     }
+}
+
+/// Where `pid`'s resident memory is, from `/proc/PID/smaps`, for a host with `slots` job
+/// slots: the pooling allocator's linear memories (the one mapping of a TiB or more), its
+/// fiber stacks (the mapping of about 2 MiB per slot), the other anonymous memory (the
+/// heap, thread stacks, tables) and file-backed mappings (code, the compiled plugins).
+fn resident_by_kind(pid: u32, slots: usize) -> anyhow::Result<String> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
+    let (mut memories, mut stacks, mut anonymous, mut files) = (0u64, 0u64, 0u64, 0u64);
+    let mut size_kib = 0u64;
+    let mut file_backed = false;
+    let stack_pool = slots as u64 * 2 * 1024;
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            // A mapping's header: `start-end perms offset dev inode [path]`.
+            file_backed = fields.nth(3).is_some_and(|inode| inode != "0");
+        } else if first == "Size:" {
+            size_kib = fields.next().and_then(|kib| kib.parse().ok()).unwrap_or(0);
+        } else if first == "Rss:" {
+            let rss: u64 = fields.next().and_then(|kib| kib.parse().ok()).unwrap_or(0);
+            if file_backed {
+                files += rss;
+            } else if size_kib >= 1 << 30 {
+                memories += rss;
+            } else if size_kib >= stack_pool && size_kib <= stack_pool + stack_pool / 8 {
+                stacks += rss;
+            } else {
+                anonymous += rss;
+            }
+        }
+    }
+    Ok(format!(
+        "linear memories {} MiB, fiber stacks {} MiB, other anonymous (heap, threads, tables) {} MiB, files {} MiB",
+        memories / 1024,
+        stacks / 1024,
+        anonymous / 1024,
+        files / 1024
+    ))
 }
 
 /// Wait until the host at `admin` answers `/metrics`.
@@ -321,7 +526,7 @@ pub(crate) async fn run(sizes: &Sizes, quick: bool) -> anyhow::Result<Report> {
             async move {
                 let mut peak = Peak::default();
                 while !done.is_cancelled() {
-                    sample(pid, &mut peak);
+                    sample(pid, in_flight, &mut peak);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 peak
@@ -334,6 +539,38 @@ pub(crate) async fn run(sizes: &Sizes, quick: bool) -> anyhow::Result<Report> {
         done.cancel();
         let peak = sampling.await?;
         consumer.stop(true).await.context("stopping the host")?;
+
+        // Fairness: the fast queue's start latency on the host with nothing else to do,
+        // then while the slow queue keeps every slot busy (4 s of work queued).
+        let fast_queue = plugin.manifest().queues[1].clone();
+        amqp::delete(&connection, &fast_queue.name).await?;
+        backend.declare(&fast_queue).await?;
+        let (fair, fair_admin) = host.spawn(url, in_flight)?;
+        ready(fair_admin).await?;
+        let quiet = fast_start_latency(&backend, &fast_queue.name, server.addr).await?;
+        amqp::fill(
+            &backend,
+            (0..in_flight * 4).map(|_| {
+                let payload = RawValue::from_string(payload.clone()).expect("JSON");
+                Envelope::new("wait.Get", &queue.name, payload)
+            }),
+        )
+        .await?;
+        // The host takes a moment to fill its slots; the server's count of waiting slow
+        // requests at each fast arrival shows whether it had.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let busy = fast_start_latency(&backend, &fast_queue.name, server.addr).await?;
+        fair.stop(true).await.context("stopping the host")?;
+        amqp::delete(&connection, &queue.name).await?;
+        amqp::delete(&connection, &fast_queue.name).await?;
+        backend.declare(&queue).await?;
+        details.push(format!(
+            "wait {in_flight}, fairness: {FAST_JOBS} `wait.Fast` jobs on `bench.wait.fast`, one per {} ms, publish to start (the server's arrival): on the host alone {}; beside `bench.wait.get` saturated (at least {} slow requests waiting at every fast arrival) {}",
+            FAST_EVERY.as_millis(),
+            quiet.summary(),
+            busy.fewest_waiting(),
+            busy.summary(),
+        ));
         let host_rate = crate::memory::rate(jobs, measured.consumer.wall);
         let target = if in_flight > 1_000 { 0.8 } else { 0.95 };
         let host_row = Row::new(
@@ -358,17 +595,20 @@ pub(crate) async fn run(sizes: &Sizes, quick: bool) -> anyhow::Result<Report> {
         #[allow(clippy::cast_precision_loss)]
         let per_job = above as f64 / in_flight as f64;
         details.push(format!(
-            "wait {in_flight}: {jobs} jobs in {:.2} s; host RSS idle {} MiB, peak {} MiB: {per_job:.1} KiB per job in flight above the idle host (target 48); at the peak {} mappings, smaps_rollup {}",
+            "wait {in_flight}: {jobs} jobs in {:.2} s; host RSS idle {} MiB, peak {} MiB: {per_job:.1} KiB per job in flight above the idle host (target 48); at the peak {} mappings, smaps_rollup {}; at {} MiB: {}",
             measured.consumer.wall.as_secs_f64(),
             idle_kib / 1024,
             peak.rss_kib / 1024,
             peak.maps,
             peak.rollup,
+            peak.by_kind_at_kib / 1024,
+            peak.by_kind,
         ));
     }
     if let Some(queue) = queue_name {
         amqp::delete(&connection, &queue).await?;
     }
+    amqp::delete(&connection, "bench.wait.fast").await?;
     backend.close().await;
     details.push(format!(
         "wait: a server (this binary's `wait-server`, a process of its own) answering `200 ok` after {} ms; jobs `wait.Get` (fixture `wait`, prefetch 1,000; `wait-wide`, prefetch 10,000) pre-published into `bench.wait.get`, {per_slot} per slot; host jobs/s from its first delivery to its last completion, cpu/job the host process's; the raw client makes the same requests in this process with a new connection each, as the host does",
