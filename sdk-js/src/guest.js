@@ -9,9 +9,32 @@
 // one returns its `ok` value or throws an error whose `payload` is the `err` value.
 
 import { enqueue, log } from "jobhost:plugin/host@0.4.0";
+import { get as configGet } from "wasi:config/store@0.2.0-rc.1";
 
+import { install } from "./backend.js";
 import { EnqueueError, createContext } from "./context.js";
+import { retryable } from "./errors.js";
+import { fetchSender } from "./fetch.js";
 import { runDelivery } from "./run.js";
+
+// `http` and `config` go to the host: StarlingMonkey's `fetch` (over `wasi:http`) and
+// `wasi:config/store`, which the world `plugin-js` imports (sdk-js/wit/js.wit).
+install({
+  send: fetchSender((...args) => fetch(...args)),
+  config(key) {
+    try {
+      return configGet(key);
+    } catch (error) {
+      // The Rust SDK's `ConfigError`, which `?` makes retryable.
+      const failed = error?.payload;
+      throw retryable(
+        failed?.tag === "upstream"
+          ? `the configuration source failed: ${failed.val}`
+          : `reading the configuration failed: ${failed?.val ?? error?.message ?? String(error)}`,
+      );
+    }
+  },
+});
 
 const sink = {
   log,
