@@ -1,6 +1,6 @@
 // Where `http` and `config` go: the one thing that differs between a plugin in the
 // component and one under `node --test`. The component's side (guest.js) installs the
-// host's `fetch` and `wasi:config/store`; `@jobhost/sdk/testing` installs the running
+// host's `wasi:http` and `wasi:config/store`; `@jobhost/sdk/testing` installs the running
 // TestContext's answers. Until either does (a handler called by hand in Node), no request
 // is answered and no key is set, as in the Rust SDK outside `TestContext::run`.
 

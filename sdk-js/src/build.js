@@ -11,9 +11,9 @@
 //    the version this SDK speaks.
 // 3. Bundle the entry and the SDK's component side into one ES module with esbuild.
 // 4. componentize-js turns the bundle into the component, written to `--out`, against the
-//    world `plugin-js` (`sdk-js/wit/js.wit`): the host's `plugin` world and `wasi:config`,
-//    put together in the scratch directory beside the host's `jobhost.wit`, which is
-//    never changed. `fetch` is StarlingMonkey's, over `wasi:http` (the `http` feature).
+//    world `plugin-js` (`sdk-js/wit/js.wit`): the host's `plugin` world, `wasi:config` and
+//    `wasi:http/outgoing-handler`, put together in the scratch directory beside the
+//    host's `jobhost.wit`, which is never changed.
 //
 // esbuild and componentize-js are the plugin's own (exact) devDependencies, resolved from
 // the plugin's directory, so every plugin pins the toolchain it was tested with.
@@ -77,9 +77,10 @@ async function main() {
     sourcePath: bundled,
     witPath: await writeWorld(values.wit, scratch),
     worldName: "plugin-js",
-    // `http` links `fetch` (over `wasi:http/outgoing-handler`), which `http.js` sends
-    // through; a job handler serves no incoming requests, so `fetch-event` stays out.
-    disableFeatures: ["fetch-event"],
+    // The SDK sends requests through the world's own `wasi:http` import (src/wasi-http.js),
+    // not StarlingMonkey's `fetch`, and a job handler serves no incoming requests: neither
+    // engine feature is linked into the component.
+    disableFeatures: ["http", "fetch-event"],
   });
   await writeFile(values.out, component);
 }

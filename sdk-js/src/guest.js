@@ -10,17 +10,26 @@
 
 import { enqueue, log } from "jobhost:plugin/host@0.4.0";
 import { get as configGet } from "wasi:config/store@0.2.0-rc.1";
+import { handle } from "wasi:http/outgoing-handler@0.2.12";
+import {
+  Fields,
+  IncomingBody,
+  OutgoingBody,
+  OutgoingRequest,
+  RequestOptions,
+  httpErrorCode,
+} from "wasi:http/types@0.2.12";
 
 import { install } from "./backend.js";
 import { EnqueueError, createContext } from "./context.js";
 import { retryable } from "./errors.js";
-import { fetchSender } from "./fetch.js";
 import { runDelivery } from "./run.js";
+import { wasiSender } from "./wasi-http.js";
 
-// `http` and `config` go to the host: StarlingMonkey's `fetch` (over `wasi:http`) and
-// `wasi:config/store`, which the world `plugin-js` imports (sdk-js/wit/js.wit).
+// `http` and `config` go to the host: `wasi:http/outgoing-handler` and `wasi:config/store`,
+// which the world `plugin-js` imports (sdk-js/wit/js.wit).
 install({
-  send: fetchSender((...args) => fetch(...args)),
+  send: wasiSender({ handle, Fields, IncomingBody, OutgoingBody, OutgoingRequest, RequestOptions, httpErrorCode }),
   config(key) {
     try {
       return configGet(key);

@@ -1,5 +1,6 @@
-// The component side (src/guest.js) in Node: `jobhost:plugin/host@0.4.0` and
-// `wasi:config/store@0.2.0-rc.1`, which exist only inside the component, are stubbed
+// The component side (src/guest.js) in Node: `jobhost:plugin/host@0.4.0`,
+// `wasi:config/store@0.2.0-rc.1` and `wasi:http` (test/wasi-http.test.js drives the
+// latter), which exist only inside the component, are stubbed
 // through a module hook that records every host call, so
 // the WIT shapes componentize-js expects (BigInt durations, `{ tag, val }` variants, thrown
 // errors) are checked here and not only end to end (host/tests/cli/cli_js.rs).
@@ -22,11 +23,17 @@ const configStub = `data:text/javascript,${encodeURIComponent(
     "  return globalThis.configValues[key];\n" +
     "};\n",
 )}`;
+const httpStub = `data:text/javascript,${encodeURIComponent(
+  "export const handle = () => { throw new Error('no network in this test'); };\n" +
+    "export class Fields {} export class IncomingBody {} export class OutgoingBody {}\n" +
+    "export class OutgoingRequest {} export class RequestOptions {} export const httpErrorCode = () => undefined;\n",
+)}`;
 register(
   `data:text/javascript,${encodeURIComponent(
     `export async function resolve(specifier, context, next) {
        if (specifier === "jobhost:plugin/host@0.4.0") return { url: ${JSON.stringify(stub)}, shortCircuit: true };
        if (specifier === "wasi:config/store@0.2.0-rc.1") return { url: ${JSON.stringify(configStub)}, shortCircuit: true };
+       if (specifier.startsWith("wasi:http/")) return { url: ${JSON.stringify(httpStub)}, shortCircuit: true };
        return next(specifier, context);
      }`,
   )}`,
