@@ -6,9 +6,12 @@
 // no response with one `TypeError` ("NetworkError when attempting to fetch resource."),
 // so a request the operator has not granted (fatal in Rust, with the host's message naming
 // the grant) read as a retryable connection failure, the host's `request_timeout` read
-// alike, and reading a body of a few MB ran into the host's budget of 1,024 resources
-// held at once. Here each `error-code` maps as in Rust, the body is read in 64 KiB
-// chunks, and the host's `max_response_bytes` cut is recognised by its message.
+// alike, and reading a 20 MB body failed on the host's budget of 1,024 resources held at
+// once rather than on `max_response_bytes`. Here each `error-code` maps as in Rust, the
+// body is read in 64 KiB chunks (the host cuts it at `max_response_bytes`, 10 MiB by
+// default, which is the bound on what a hostile server can make a job hold), and that cut
+// is recognised by its message. Resources are dropped as soon as they are done with, so
+// that a job may send many requests (1,500 in one job, in a test) within that budget.
 //
 // The calls block the job (a job is one call, and the host's timeouts bound each wait).
 // The request is handed to the host before its body is written, because the host streams
@@ -282,7 +285,13 @@ function describe(tag, val) {
   }
 }
 
-/** Drop a resource now where the bindings allow it, rather than when it is collected. */
+/** The key componentize-js's bindings drop a resource by (theirs: `Symbol.dispose`, else this). */
+const DISPOSE = Symbol.dispose ?? Symbol.for("dispose");
+
+/**
+ * Drop a resource now rather than when it is collected. A child (a stream, a pollable,
+ * a headers handle) is dropped before its parent, which `wasi:http` requires.
+ */
 function drop(resource) {
-  resource?.[Symbol.dispose]?.();
+  resource?.[DISPOSE]?.();
 }

@@ -13,6 +13,7 @@ import { fromCode, wasiSender } from "../src/wasi-http.js";
 const LABEL = "POST http://hooks.test/in";
 const encoder = new TextEncoder();
 const thrown = (payload) => Object.assign(new Error("wasi error"), { payload });
+const DISPOSE = Symbol.dispose ?? Symbol.for("dispose");
 
 /**
  * A fake host answering every request with `answer` ({ status, headers, chunks } or
@@ -20,7 +21,9 @@ const thrown = (payload) => Object.assign(new Error("wasi error"), { payload });
  * `sent` records what reached it.
  */
 function fakeWasi(answer) {
-  const sent = { writes: [] };
+  const sent = { writes: [], dropped: [] };
+  /** `object` as a resource named `name` that records when it is dropped. */
+  const resource = (name, object) => Object.assign(object, { [DISPOSE]: () => sent.dropped.push(name) });
   class Fields {
     static fromList(list) {
       const fields = new Fields();
@@ -33,9 +36,11 @@ function fakeWasi(answer) {
   }
   class OutgoingBody {
     write() {
-      return { blockingWriteAndFlush: (chunk) => sent.writes.push(chunk.slice()) };
+      return resource("output-stream", { blockingWriteAndFlush: (chunk) => sent.writes.push(chunk.slice()) });
     }
-    static finish() {}
+    static finish() {
+      sent.dropped.push("outgoing-body (finished)");
+    }
   }
   class OutgoingRequest {
     constructor(fields) {
@@ -53,11 +58,11 @@ function fakeWasi(answer) {
     setBetweenBytesTimeout(ns) { sent.betweenBytes = ns; }
   }
   const chunks = [...(answer.chunks ?? [])];
-  const incoming = {
+  const incoming = resource("incoming-response", {
     status: () => answer.status,
-    headers: () => Fields.fromList((answer.headers ?? []).map(([n, v]) => [n, encoder.encode(v)])),
+    headers: () => resource("headers", Fields.fromList((answer.headers ?? []).map(([n, v]) => [n, encoder.encode(v)]))),
     consume: () => ({
-      stream: () => ({
+      stream: () => resource("input-stream", {
         blockingRead() {
           if (chunks.length > 0) return encoder.encode(chunks.shift());
           if (answer.bodyError !== undefined) {
@@ -67,21 +72,21 @@ function fakeWasi(answer) {
         },
       }),
     }),
-  };
+  });
   const wasi = {
     Fields,
     OutgoingBody,
     OutgoingRequest,
     RequestOptions,
-    IncomingBody: { finish: () => undefined },
+    IncomingBody: { finish: () => (sent.dropped.push("incoming-body (finished)"), resource("future-trailers", {})) },
     httpErrorCode: () => undefined,
     handle(request, options) {
       sent.options = options;
       if (answer.refused !== undefined) throw thrown(answer.refused);
-      return {
-        subscribe: () => ({ block() {} }),
+      return resource("future-incoming-response", {
+        subscribe: () => resource("pollable", { block() {} }),
         get: () => ({ tag: "ok", val: answer.code ? { tag: "err", val: answer.code } : { tag: "ok", val: incoming } }),
-      };
+      });
     },
   };
   return { send: wasiSender(wasi), sent };
@@ -107,6 +112,22 @@ test("a request goes out as written, its body in chunks of at most 4 KiB with it
   assert.equal(response.status, 201);
   assert.deepEqual(response.headers, [["x-a", "1"], ["x-a", "2"]], "a repeated header stays repeated");
   assert.equal(response.text(), "hello");
+});
+
+test("every resource is dropped once done with, a child before its parent", async () => {
+  const { send, sent } = fakeWasi({ status: 200, headers: [["a", "1"]], chunks: ["x"] });
+  await send(new Request("PUT", "http://api.test/", { body: new Uint8Array([1]) }));
+  assert.deepEqual(sent.dropped, [
+    "output-stream",
+    "outgoing-body (finished)",
+    "pollable",
+    "future-incoming-response",
+    "headers",
+    "input-stream",
+    "incoming-body (finished)",
+    "future-trailers",
+    "incoming-response",
+  ]);
 });
 
 test("a POST without a body says so, and a GET sends no length and no options", async () => {
