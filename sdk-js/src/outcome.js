@@ -35,7 +35,7 @@ export function outcomeOf(response, label, nowMs) {
   if (status >= 200 && status <= 299) return undefined;
   if (status === 429 || status === 503) {
     const header = response.header("retry-after");
-    const asked = header === undefined ? undefined : parseRetryAfterSeconds(header, nowMs);
+    const asked = header === undefined ? undefined : parseRetryAfterMs(header, nowMs);
     if (asked !== undefined) return deferral(asked, answered);
     return retryable(withBody(`${answered} without a usable Retry-After`, response.body));
   }
@@ -51,20 +51,20 @@ export function outcomeOf(response, label, nowMs) {
 }
 
 /**
- * The wait a `Retry-After` value asks for at `nowMs`, in whole seconds as a BigInt:
- * delta-seconds, or an HTTP date (a past date is no wait). Undefined when it is neither.
- * @returns {bigint | undefined} seconds
+ * The wait a `Retry-After` value asks for at `nowMs`, in milliseconds as a BigInt:
+ * delta-seconds (beyond u64 seconds saturated, as in Rust), or an HTTP date (a past date
+ * is no wait). Undefined when it is neither.
+ * @returns {bigint | undefined}
  */
-export function parseRetryAfterSeconds(value, nowMs) {
+export function parseRetryAfterMs(value, nowMs) {
   const trimmed = value.trim();
   if (/^[0-9]+$/.test(trimmed)) {
     const seconds = BigInt(trimmed);
-    return seconds > U64_MAX ? U64_MAX : seconds;
+    return (seconds > U64_MAX ? U64_MAX : seconds) * 1000n;
   }
   const dateMs = parseHttpDate(trimmed);
   if (dateMs === undefined) return undefined;
-  // An HTTP date has whole seconds; the wait until it is counted in whole seconds too.
-  return dateMs <= nowMs ? 0n : BigInt(Math.floor((dateMs - nowMs) / 1000));
+  return dateMs <= nowMs ? 0n : BigInt(Math.ceil(dateMs - nowMs));
 }
 
 /**
@@ -72,20 +72,20 @@ export function parseRetryAfterSeconds(value, nowMs) {
  * `MAX_DELAY_MS`, and beyond a safe integer); undefined when it is unusable.
  */
 export function parseRetryAfter(value, nowMs = Date.now()) {
-  const seconds = parseRetryAfterSeconds(value, nowMs);
-  return seconds === undefined ? undefined : Number(seconds) * 1000;
+  const ms = parseRetryAfterMs(value, nowMs);
+  return ms === undefined ? undefined : Number(ms);
 }
 
-/** The deferral a server asked for (`seconds`, a BigInt), capped at the longest hold. */
-function deferral(seconds, answered) {
-  if (seconds * 1000n > BigInt(MAX_DELAY_MS)) {
+/** The deferral a server asked for (`askedMs`, a BigInt), capped at the longest hold. */
+function deferral(askedMs, answered) {
+  if (askedMs > BigInt(MAX_DELAY_MS)) {
     return retryAfter(
       MAX_DELAY_MS,
-      `${answered}, Retry-After ${seconds}s, capped at the longest hold of ${formatMs(MAX_DELAY_MS)}`,
+      `${answered}, Retry-After ${askedMs / 1000n}s, capped at the longest hold of ${formatMs(MAX_DELAY_MS)}`,
     );
   }
-  const ms = Number(seconds) * 1000;
-  // Rust's `Duration` debug form, which the Rust SDK's reason shows: `7s`, and `0ns`.
+  const ms = Number(askedMs);
+  // Rust's `Duration` debug form, which the Rust SDK's reason shows: `7s`, `1.5s`, `0ns`.
   return retryAfter(ms, `${answered}, Retry-After ${ms === 0 ? "0ns" : formatMs(ms)}`);
 }
 

@@ -124,6 +124,7 @@ test("Retry-After reads delta-seconds and the three HTTP date forms", () => {
     assert.equal(parseRetryAfter(unusable, NOW), undefined, unusable);
   }
   assert.equal(parseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT"), Date.UTC(1994, 10, 6, 8, 49, 37));
+  assert.equal(parseRetryAfter("Thu, 03 Dec 2026 12:00:10 GMT", NOW + 250), 9_750, "counted from the clock, not rounded");
 });
 
 /** Runs `handler` against `responder`, returning its error and the requests it sent. */
