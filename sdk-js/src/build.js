@@ -10,13 +10,16 @@
 // 2. Check the WIT the host gave (`--wit`, the contract the building `jobhost` speaks) is
 //    the version this SDK speaks.
 // 3. Bundle the entry and the SDK's component side into one ES module with esbuild.
-// 4. componentize-js turns the bundle into the component, written to `--out`.
+// 4. componentize-js turns the bundle into the component, written to `--out`, against the
+//    world `plugin-js` (`sdk-js/wit/js.wit`): the host's `plugin` world, `wasi:config` and
+//    `wasi:http/outgoing-handler`, put together in the scratch directory beside the
+//    host's `jobhost.wit`, which is never changed.
 //
 // esbuild and componentize-js are the plugin's own (exact) devDependencies, resolved from
 // the plugin's directory, so every plugin pins the toolchain it was tested with.
 // Exit status 1 with a message on stderr for any failure.
 
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { cp, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -66,19 +69,35 @@ async function main() {
     format: "esm",
     platform: "neutral",
     target: "es2022",
-    external: ["jobhost:plugin/*"],
+    external: ["jobhost:plugin/*", "wasi:*"],
     outfile: bundled,
     logLevel: "warning",
   });
   const { component } = await componentize({
     sourcePath: bundled,
-    witPath: resolve(values.wit),
-    worldName: "plugin",
-    // Outbound HTTP (`fetch`) is not offered to JavaScript plugins yet, and a job handler
-    // serves no incoming requests: neither is linked into the component.
+    witPath: await writeWorld(values.wit, scratch),
+    worldName: "plugin-js",
+    // The SDK sends requests through the world's own `wasi:http` import (src/wasi-http.js),
+    // not StarlingMonkey's `fetch`, and a job handler serves no incoming requests: neither
+    // engine feature is linked into the component.
     disableFeatures: ["http", "fetch-event"],
   });
   await writeFile(values.out, component);
+}
+
+/**
+ * The WIT directory componentize-js reads: the host's `jobhost.wit`, unchanged, beside the
+ * SDK's `js.wit` and the `wasi:config` it imports. Written afresh on every build.
+ */
+async function writeWorld(hostWit, scratch) {
+  const world = join(scratch, "world");
+  await rm(world, { recursive: true, force: true });
+  await mkdir(world, { recursive: true });
+  const sdkWit = fileURLToPath(new URL("../wit/", import.meta.url));
+  await cp(join(resolve(hostWit), "jobhost.wit"), join(world, "jobhost.wit"));
+  await cp(join(sdkWit, "js.wit"), join(world, "js.wit"));
+  await cp(join(sdkWit, "deps"), join(world, "deps"), { recursive: true });
+  return world;
 }
 
 async function checkWitVersion(witDir) {

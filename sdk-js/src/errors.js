@@ -63,12 +63,15 @@ function deferral(delayMs, reason, isRetryAfter) {
 }
 
 /**
- * What a handler's throw means: a `JobError` as it is, anything else retryable with its
- * message (`uncaught TypeError: ...`).
+ * What a handler's throw means: a `JobError` as it is, an `HttpError` retryable or fatal
+ * by its kind (as `?` converts it in Rust), anything else retryable with its message
+ * (`uncaught TypeError: ...`).
  * @returns {JobError}
  */
 export function outcomeOf(thrown) {
   if (thrown instanceof JobError) return thrown;
+  // Duck-typed rather than imported: http-error.js imports this module.
+  if (thrown?.name === "HttpError" && typeof thrown.toJobError === "function") return thrown.toJobError();
   if (thrown instanceof Error) return retryable(`uncaught ${thrown.name}: ${thrown.message}`);
   return retryable(`uncaught throw: ${describe(thrown)}`);
 }

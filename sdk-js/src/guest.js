@@ -9,9 +9,41 @@
 // one returns its `ok` value or throws an error whose `payload` is the `err` value.
 
 import { enqueue, log } from "jobhost:plugin/host@0.4.0";
+import { get as configGet } from "wasi:config/store@0.2.0-rc.1";
+import { handle } from "wasi:http/outgoing-handler@0.2.12";
+import {
+  Fields,
+  IncomingBody,
+  OutgoingBody,
+  OutgoingRequest,
+  RequestOptions,
+  httpErrorCode,
+} from "wasi:http/types@0.2.12";
 
+import { install } from "./backend.js";
 import { EnqueueError, createContext } from "./context.js";
+import { retryable } from "./errors.js";
 import { runDelivery } from "./run.js";
+import { wasiSender } from "./wasi-http.js";
+
+// `http` and `config` go to the host: `wasi:http/outgoing-handler` and `wasi:config/store`,
+// which the world `plugin-js` imports (sdk-js/wit/js.wit).
+install({
+  send: wasiSender({ handle, Fields, IncomingBody, OutgoingBody, OutgoingRequest, RequestOptions, httpErrorCode }),
+  config(key) {
+    try {
+      return configGet(key);
+    } catch (error) {
+      // The Rust SDK's `ConfigError`, which `?` makes retryable.
+      const failed = error?.payload;
+      throw retryable(
+        failed?.tag === "upstream"
+          ? `the configuration source failed: ${failed.val}`
+          : `reading the configuration failed: ${failed?.val ?? error?.message ?? String(error)}`,
+      );
+    }
+  },
+});
 
 const sink = {
   log,

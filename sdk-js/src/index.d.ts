@@ -125,3 +125,87 @@ export class EnqueueError extends Error {}
 /** The longest wait a broker hold queue can hold a job: 2^31 - 1 ms, about 24.8 days. */
 export const MAX_DELAY_MS: number;
 export function parseDuration(text: Duration): number;
+
+/** Headers: an object, or a list of `[name, value]` pairs (where a name may repeat). */
+export type HeadersInit = Record<string, string> | [string, string][];
+
+export interface RequestOptions {
+  headers?: HeadersInit;
+  /** Sent as it is, with its `content-length`. */
+  body?: string | Uint8Array | ArrayBuffer;
+  /** Sent as JSON with `content-type: application/json`; not with `body`. */
+  json?: unknown;
+  /** The longest wait for the response: milliseconds or a duration (`"10s"`); the operator's `request_timeout` bounds it anyway. */
+  timeout?: number | Duration;
+  /** How many redirects to follow, each a request of its own; default 0 (the redirect is the response). */
+  followRedirects?: number;
+}
+
+/** A request as sent: what a test's responder sees and `run.requests` records. */
+export class Request {
+  readonly method: "GET" | "HEAD" | "POST" | "PUT" | "DELETE" | "OPTIONS" | "PATCH";
+  readonly url: string;
+  readonly headers: [string, string][];
+  readonly body: Uint8Array;
+  readonly timeoutMs: number | undefined;
+  /** The first header `name`, ignoring case. */
+  header(name: string): string | undefined;
+  text(): string;
+  json(): any;
+}
+
+/** A response: status, headers and the whole body. */
+export class Response {
+  /** As a test's responder answers. */
+  constructor(status: number, parts?: { headers?: HeadersInit; body?: string | Uint8Array | ArrayBuffer; json?: unknown });
+  readonly status: number;
+  readonly headers: [string, string][];
+  readonly body: Uint8Array;
+  /** The first header `name`, ignoring case. */
+  header(name: string): string | undefined;
+  /** The body as UTF-8; throws a TypeError when it is not. */
+  text(): string;
+  json(): any;
+  /**
+   * Returns for 2xx; else throws the JobError the status calls for: 429 or 503 with a
+   * usable `Retry-After` defers that long (at most `MAX_DELAY_MS`), those without one and
+   * other 5xx are retryable, other 4xx and redirects not followed are fatal.
+   */
+  jobResult(): void;
+}
+
+export type HttpErrorKind = "denied" | "timeout" | "connection" | "tooLarge" | "invalid" | "other";
+
+/** A request that got no response; escaping a handler, it fails the job as retryable or fatal by kind. */
+export class HttpError extends Error {
+  constructor(kind: HttpErrorKind, message: string);
+  readonly kind: HttpErrorKind;
+  /** Timeouts, failed connections and other host failures; not denials, responses too large or invalid requests. */
+  readonly retryable: boolean;
+  toJobError(): JobError;
+}
+
+/** Outbound HTTP to the origins the operator granted; each call rejects with an `HttpError` when there is no response. */
+export interface Http {
+  /** The headers a followed redirect carries to another origin. */
+  readonly CROSS_ORIGIN_HEADERS: readonly string[];
+  get(url: string, options?: RequestOptions): Promise<Response>;
+  head(url: string, options?: RequestOptions): Promise<Response>;
+  post(url: string, options?: RequestOptions): Promise<Response>;
+  put(url: string, options?: RequestOptions): Promise<Response>;
+  patch(url: string, options?: RequestOptions): Promise<Response>;
+  delete(url: string, options?: RequestOptions): Promise<Response>;
+  request(method: string, url: string, options?: RequestOptions): Promise<Response>;
+  readonly Request: typeof Request;
+  readonly Response: typeof Response;
+}
+export const http: Http;
+
+/** The plugin's config values and secrets (`[plugins.NAME.config]` and `.secrets` of jobhost.toml). */
+export interface Config {
+  /** The value, or undefined when the operator set none; throws a retryable JobError when the host cannot read it. */
+  get(key: string): string | undefined;
+  /** The value; throws a fatal JobError naming the key when the operator set none. */
+  require(key: string): string;
+}
+export const config: Config;

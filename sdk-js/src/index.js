@@ -8,3 +8,7 @@ export { queue, job, plugin, DeclarationError } from "./declare.js";
 export { JobError, retryable, fatal, deferred, retryAfter } from "./errors.js";
 export { EnqueueError } from "./context.js";
 export { MAX_DELAY_MS, parseDuration } from "./duration.js";
+export * as http from "./http.js";
+export * as config from "./config.js";
+export { HttpError } from "./http-error.js";
+export { Request, Response } from "./http.js";

@@ -1,5 +1,7 @@
-// The component side (src/guest.js) in Node: `jobhost:plugin/host@0.4.0`, which exists only
-// inside the component, is stubbed through a module hook that records every host call, so
+// The component side (src/guest.js) in Node: `jobhost:plugin/host@0.4.0`,
+// `wasi:config/store@0.2.0-rc.1` and `wasi:http` (test/wasi-http.test.js drives the
+// latter), which exist only inside the component, are stubbed
+// through a module hook that records every host call, so
 // the WIT shapes componentize-js expects (BigInt durations, `{ tag, val }` variants, thrown
 // errors) are checked here and not only end to end (host/tests/cli/cli_js.rs).
 
@@ -14,10 +16,24 @@ const stub = `data:text/javascript,${encodeURIComponent(
   "export const log = (...args) => globalThis.hostCalls.push(['log', ...args]);\n" +
     "export const enqueue = (...args) => { globalThis.hostCalls.push(['enqueue', ...args]); return 'job-2'; };\n",
 )}`;
+globalThis.configValues = { region: "eu-west-1" };
+const configStub = `data:text/javascript,${encodeURIComponent(
+  "export const get = (key) => {\n" +
+    "  if (key === 'sealed') { const e = new Error('err'); e.payload = { tag: 'upstream', val: 'vault is sealed' }; throw e; }\n" +
+    "  return globalThis.configValues[key];\n" +
+    "};\n",
+)}`;
+const httpStub = `data:text/javascript,${encodeURIComponent(
+  "export const handle = () => { throw new Error('no network in this test'); };\n" +
+    "export class Fields {} export class IncomingBody {} export class OutgoingBody {}\n" +
+    "export class OutgoingRequest {} export class RequestOptions {} export const httpErrorCode = () => undefined;\n",
+)}`;
 register(
   `data:text/javascript,${encodeURIComponent(
     `export async function resolve(specifier, context, next) {
        if (specifier === "jobhost:plugin/host@0.4.0") return { url: ${JSON.stringify(stub)}, shortCircuit: true };
+       if (specifier === "wasi:config/store@0.2.0-rc.1") return { url: ${JSON.stringify(configStub)}, shortCircuit: true };
+       if (specifier.startsWith("wasi:http/")) return { url: ${JSON.stringify(httpStub)}, shortCircuit: true };
        return next(specifier, context);
      }`,
   )}`,
@@ -92,4 +108,11 @@ test("each way a job fails is thrown as the WIT's job-error", async () => {
   await assert.rejects(handler.handle(delivery("x.Unknown"), json({})), (error) =>
     error.tag === "fatal" && error.val.startsWith("plugin has no handler for job type `x.Unknown`"),
   );
+});
+
+test("config reads go to wasi:config/store, and a failing source is retryable as in Rust", async () => {
+  const { config, retryable: retry } = await import("../src/index.js");
+  assert.equal(config.get("region"), "eu-west-1");
+  assert.equal(config.get("nothing"), undefined);
+  assert.throws(() => config.get("sealed"), retry("the configuration source failed: vault is sealed"));
 });

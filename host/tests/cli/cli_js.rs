@@ -1,17 +1,23 @@
 //! JavaScript plugins as a user makes them, with the real `jobhost` binary: `jobhost new
 //! --lang js`, the plugins' own `node --test`, `jobhost build` (which installs their pinned
 //! componentize-js), and `jobhost run` on the memory backend working the example
-//! `plugins/email-sender-js` through a retry, a fatal error, a deferral and follow-ups.
+//! `plugins/email-sender-js` through a retry, a fatal error, a deferral and follow-ups,
+//! then through the SDK's `http` and `config`: the operator's grants file gives the example
+//! a relay URL (a config value), a token (a secret) and the relay's origin, and a local
+//! relay answers its POSTs, once with `503` and `Retry-After`, which defers the job.
 //!
 //! Needs Node.js 20+ and npm; a missing one fails the test unless
 //! `JOBHOST_SKIP_JS_TESTS=1`. npm's cache lives under the target directory
 //! (`support::node::npm_cache`), so only the first run downloads componentize-js.
 
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::cli::{Host, jobhost, stdout_of};
+use crate::support::cli::{Host, jobhost, stdout_of, write_grants};
 use crate::support::guest::{
     copy_example, email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups,
     enqueue, line_of,
@@ -34,6 +40,88 @@ const EXAMPLE_FILES: [&str; 4] = [
     ".gitignore",
 ];
 
+/// The relay token the grants file gives the example as a secret, through the environment.
+const RELAY_TOKEN: &str = "relay-t0k3n-7d1e";
+
+/// One POST the relay received.
+#[derive(Debug, Clone)]
+struct Relayed {
+    path: String,
+    authorization: Option<String>,
+    body: String,
+}
+
+/// A local mail relay for the example: it records every request, answers one without the
+/// bearer token `401`, the first email to `relay-busy@...` `503` with `Retry-After: 1`, and
+/// everything else `202`. One connection at a time, each closed after its answer.
+struct Relay {
+    addr: SocketAddr,
+    received: Arc<Mutex<Vec<Relayed>>>,
+}
+
+impl Relay {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a local port");
+        let addr = listener.local_addr().expect("its address");
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&received);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let _ = Self::answer(stream, &log);
+            }
+        });
+        Self { addr, received }
+    }
+
+    fn answer(stream: TcpStream, log: &Mutex<Vec<Relayed>>) -> std::io::Result<()> {
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut reader = BufReader::new(&stream);
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let path = line
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        let (mut length, mut authorization) = (0, None);
+        loop {
+            line.clear();
+            reader.read_line(&mut line)?;
+            let Some((name, value)) = line.trim_end().split_once(':') else {
+                break;
+            };
+            match name.to_ascii_lowercase().as_str() {
+                "content-length" => length = value.trim().parse().unwrap_or(0),
+                "authorization" => authorization = Some(value.trim().to_owned()),
+                _ => {}
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let mut log = log.lock().expect("the relay's log");
+        let busy_before = log.iter().any(|r| r.body.contains("relay-busy"));
+        let answer = if authorization.as_deref() != Some(&format!("Bearer {RELAY_TOKEN}")) {
+            "401 Unauthorized\r\ncontent-length: 13\r\n\r\nwho are you?\n"
+        } else if body.contains("relay-busy") && !busy_before {
+            "503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 5\r\n\r\nbusy\n"
+        } else {
+            "202 Accepted\r\ncontent-length: 7\r\n\r\nqueued\n"
+        };
+        log.push(Relayed {
+            path,
+            authorization,
+            body,
+        });
+        drop(log);
+        (&stream).write_all(format!("HTTP/1.1 {answer}").as_bytes())
+    }
+
+    fn received(&self) -> Vec<Relayed> {
+        self.received.lock().expect("the relay's log").clone()
+    }
+}
+
 /// `node --test` in `dir` passes.
 fn node_tests_pass(dir: &Path) {
     let output = Command::new("node")
@@ -51,8 +139,7 @@ fn node_tests_pass(dir: &Path) {
 }
 
 #[test]
-fn a_js_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_deferral_and_follow_ups()
-{
+fn a_js_plugin_is_scaffolded_built_and_run_through_failures_follow_ups_and_its_configured_relay() {
     if !node::available() {
         return;
     }
@@ -92,8 +179,26 @@ fn a_js_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_defer
         eprintln!("{file}: {size} bytes");
     }
 
+    // The operator's grants: the relay's origin, its URL as a config value, its token as a
+    // secret read from the environment.
+    let relay = Relay::start();
+    let grants = work.path().join("jobhost.toml");
+    write_grants(
+        &grants,
+        &format!(
+            "[plugins.email_sender_js]\n\
+             allowed_outbound_hosts = [\"http://{addr}\"]\n\
+             [plugins.email_sender_js.config]\n\
+             relay_url = \"http://{addr}/relay/send?key=k\"\n\
+             [plugins.email_sender_js.secrets]\n\
+             relay_token = {{ env = \"RELAY_TOKEN\" }}\n",
+            addr = relay.addr
+        ),
+    );
     let mut run = jobhost();
-    run.args(["run", "--plugins", "plugins"])
+    run.args(["run", "--plugins", "plugins", "--config"])
+        .arg(&grants)
+        .env("RELAY_TOKEN", RELAY_TOKEN)
         .current_dir(work.path());
     let host = Host::spawn(run, work, BUILD);
     for file in ["greeter_js.wasm", "email_sender_js.wasm"] {
@@ -107,5 +212,55 @@ fn a_js_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_defer
     email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups(
         &host,
         "email.SendEmailJs",
+    );
+
+    // Through the relay: its 503 with Retry-After defers the job for as long, by the Rust
+    // SDK's table and with its reason; the next delivery is relayed and completes.
+    let busy = enqueue(
+        &host,
+        "email.SendEmailJs",
+        r#"{"to": "relay-busy@example.com", "subject": "s", "body": "b"}"#,
+    );
+    let deferred = line_of(&host, &busy, &["job deferred"]);
+    assert!(
+        deferred.contains("POST http://")
+            && deferred.contains("/relay/send answered 503 Service Unavailable, Retry-After 1s")
+            && deferred.contains("delay=1s"),
+        "the relay's Retry-After, without the URL's query: {deferred}"
+    );
+    line_of(&host, &busy, &["email relayed", r#"status="202""#]);
+    line_of(&host, &busy, &["job completed"]);
+
+    let received = relay.received();
+    let busy_posts: Vec<&Relayed> = received
+        .iter()
+        .filter(|r| r.body.contains("relay-busy@example.com"))
+        .collect();
+    assert_eq!(
+        busy_posts.len(),
+        2,
+        "deferred once, then relayed: {received:?}"
+    );
+    let sent_before = ["flaky@example.com", "greylisted@example.com"];
+    for to in sent_before {
+        assert!(
+            received.iter().any(|r| r.body.contains(to)),
+            "every email sent went through the relay: {to} in {received:?}"
+        );
+    }
+    for request in &received {
+        assert_eq!(
+            request.path, "/relay/send?key=k",
+            "the URL is the config value"
+        );
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some(format!("Bearer {RELAY_TOKEN}").as_str()),
+            "the token is the secret"
+        );
+    }
+    assert!(
+        host.log_lines().iter().all(|l| !l.contains(RELAY_TOKEN)),
+        "no log line shows the secret"
     );
 }

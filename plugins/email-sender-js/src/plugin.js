@@ -7,8 +7,14 @@
 // - an address containing `greylisted` is deferred for 1s on its first delivery (the server
 //   asks to come back later, which spends no attempt), and sent when it comes back;
 // - once sent, an `email.Receipt` follow-up records the delivery.
+//
+// With the configuration value `relay_url` (`[plugins.email_sender_js.config]` in
+// jobhost.toml, and the relay's origin in `allowed_outbound_hosts`), the email is POSTed
+// there as JSON, with `relay_token` (a secret) as its bearer token when set, and the
+// relay's answer decides the job by `Response.jobResult()`: a 503 with `Retry-After`
+// defers it for as long, a 5xx retries it, a 4xx dead-letters it.
 
-import { deferred, fatal, job, plugin, queue, retryable } from "@jobhost/sdk";
+import { config, deferred, fatal, http, job, plugin, queue, retryable } from "@jobhost/sdk";
 
 const emails = queue("examples.emails-js", {
   retry: { maxAttempts: 4, backoff: "exponential", base: "1s", max: "8s" },
@@ -24,7 +30,7 @@ export const GREYLIST_MS = 1_000;
  * @param {{ to: string, subject: string, body: string }} email
  * @param {import("@jobhost/sdk").JobContext} ctx
  */
-export function sendEmail(email, ctx) {
+export async function sendEmail(email, ctx) {
   if (!email.to.includes("@")) {
     throw fatal(`invalid address \`${email.to}\``);
   }
@@ -34,6 +40,17 @@ export function sendEmail(email, ctx) {
   }
   if (email.to.includes("greylisted") && ctx.deferrals === 0) {
     throw deferred(GREYLIST_MS, `greylisted by the server of \`${email.to}\``);
+  }
+  const relay = config.get("relay_url");
+  if (relay !== undefined) {
+    const token = config.get("relay_token");
+    const response = await http.post(relay, {
+      json: { to: email.to, subject: email.subject, body: email.body },
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      timeout: "10s",
+    });
+    response.jobResult();
+    ctx.info("email relayed", { to: email.to, status: response.status });
   }
   ctx.info("email sent", { to: email.to, subject: email.subject, bytes: email.body.length });
   ctx.enqueue("email.Receipt", { to: email.to, attempt: ctx.attempt });

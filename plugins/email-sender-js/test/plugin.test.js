@@ -3,8 +3,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { deferred, fatal, retryable } from "@jobhost/sdk";
-import { TestContext } from "@jobhost/sdk/testing";
+import { deferred, fatal, retryAfter, retryable } from "@jobhost/sdk";
+import { Response, TestContext } from "@jobhost/sdk/testing";
 
 import { FLAKY_SUCCEEDS_ON, GREYLIST_MS, sendEmail } from "../src/plugin.js";
 
@@ -43,4 +43,38 @@ test("a greylisted address is deferred once, then sent", async () => {
   assert.deepEqual(first.error, deferred(GREYLIST_MS, "greylisted by the server of `greylisted@example.com`"));
   const back = await new TestContext().deferrals(1).run(sendEmail, email("greylisted@example.com"));
   assert.equal(back.error, undefined);
+});
+
+/** A TestContext with a relay configured, answered by `relay`. */
+const relayed = (relay) =>
+  new TestContext({ config: { relay_url: "http://relay.test/send", relay_token: "t0k3n" }, http: relay });
+
+test("with a relay configured, the email is POSTed to it as JSON with the token", async () => {
+  const run = await relayed(() => new Response(202)).run(sendEmail, email("alice@example.com"));
+  assert.equal(run.error, undefined);
+  assert.deepEqual(run.messages(), ["email relayed", "email sent"]);
+  const [request] = run.requests;
+  assert.equal(request.method, "POST");
+  assert.equal(request.url, "http://relay.test/send");
+  assert.equal(request.header("authorization"), "Bearer t0k3n");
+  assert.deepEqual(request.json(), { to: "alice@example.com", subject: "hi", body: "hello there" });
+});
+
+test("a relay that answers 503 with Retry-After defers the email for as long", async () => {
+  const busy = () => new Response(503, { headers: { "Retry-After": "30" }, body: "try later" });
+  const run = await relayed(busy).run(sendEmail, email("alice@example.com"));
+  assert.deepEqual(
+    run.error,
+    retryAfter(30_000, "POST http://relay.test/send answered 503 Service Unavailable, Retry-After 30s"),
+  );
+  assert.equal(run.followUps.length, 0, "no receipt for an email not sent");
+});
+
+test("a relay that refuses the email dead-letters it with the relay's answer", async () => {
+  const refusing = () => new Response(422, { json: { error: "mailbox unknown" } });
+  const run = await relayed(refusing).run(sendEmail, email("alice@example.com"));
+  assert.deepEqual(
+    run.error,
+    fatal('POST http://relay.test/send answered 422 Unprocessable Content: {"error":"mailbox unknown"}'),
+  );
 });
