@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobhost_sdk import Retry, deferred, fatal, job, plugin, queue
+from jobhost_sdk import Retry, build, deferred, fatal, job, plugin, queue
 
 WIT = Path(__file__).resolve().parents[2] / "wit"
 
@@ -20,7 +20,7 @@ def bindings(tmp_path_factory):
     out = tmp_path_factory.mktemp("bindings")
     componentize = Path(sys.executable).with_name("componentize-py")
     subprocess.run(
-        [componentize, "-d", WIT, "-w", "plugin", "bindings", out], check=True, capture_output=True
+        [componentize, *build.wit_options(WIT), "bindings", out], check=True, capture_output=True
     )
     sys.path.insert(0, str(out))
     from componentize_py_types import Err
