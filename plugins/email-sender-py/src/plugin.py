@@ -7,7 +7,7 @@ follow-up. The SMTP server is pretend, and its behaviour follows the address:
   sent on attempt 3;
 - an address containing `greylisted` is deferred for 1s on its first delivery (the server
   asks to come back later, which spends no attempt), and sent when it comes back;
-- an address containing `relayed` is handed to an HTTP relay instead: a `POST` of the email
+- an address containing `relayed` is first handed to an HTTP relay: a `POST` of the email
   as JSON to `{relay_url}/send`, `relay_url` read from the operator's config (fatal when
   unset) with the secret `relay_token`, if any, as its bearer token; what the relay answers
   decides the job as `Response.job_result()` says (a 503 with `Retry-After` defers it that
@@ -88,8 +88,13 @@ def relay(email: Email, ctx: Context) -> None:
         timeout=RELAY_TIMEOUT,
     )
     response.job_result()
-    answer = response.json()
-    ctx.info("email relayed", to=email.to, relay_id=answer.get("id") if isinstance(answer, dict) else None)
+    # The relay took the email: an answer without its id is logged without it, not retried,
+    # which would send the email twice.
+    try:
+        relay_id = response.json()["id"]
+    except (ValueError, TypeError, KeyError):
+        relay_id = None
+    ctx.info("email relayed", to=email.to, relay_id=relay_id)
 
 
 def record_receipt(receipt: Receipt, ctx: Context) -> None:
