@@ -304,9 +304,15 @@ def fake_host(bindings, monkeypatch):
         chunks = list(answer["chunks"])
 
         def read(n):
-            if chunks:
-                return chunks.pop(0)
-            raise Err(streams.StreamError_Closed())
+            if not chunks:
+                raise Err(streams.StreamError_Closed())
+            chunk = chunks.pop(0)
+            if isinstance(chunk, str):
+                # The host's body stream failing with this message and no error code.
+                failure = _Resource(log, "io-error")
+                failure.to_debug_string = lambda: chunk
+                raise Err(streams.StreamError_LastOperationFailed(failure))
+            return chunk
 
         stream.blocking_read = read
         body.stream = lambda: stream
@@ -334,6 +340,7 @@ def fake_host(bindings, monkeypatch):
         staticmethod(lambda body: (log.append(("trailers",)), _Resource(log, "trailers"))[1]),
     )
     monkeypatch.setattr(outgoing_handler, "handle", handle)
+    monkeypatch.setattr(t, "http_error_code", lambda error: None)
     return log, answer
 
 
@@ -399,3 +406,24 @@ def test_a_url_that_cannot_be_sent_fails_before_the_host_sees_it(fake_host):
         wasi.send(Request("GET", "ftp://files.test/x"))
     assert raised.value.kind == "invalid"
     assert log == []
+
+
+def test_a_body_the_host_cuts_at_the_operators_limit_is_a_fatal_too_large(fake_host):
+    import jobhost_sdk._wasi as wasi
+
+    log, answer = fake_host
+    answer["chunks"] = [b"x" * 10, "HTTP response body size exceeds limit: 10 bytes"]
+    with pytest.raises(HttpError) as raised:
+        wasi.send(Request("GET", "http://hooks.test/big"))
+    assert raised.value.kind == "too_large"
+    assert raised.value.job_error() == fatal(
+        "GET http://hooks.test/big got a response body larger than the operator allows "
+        "(10 bytes): `max_response_bytes` in `jobhost.toml`"
+    )
+    assert log[-5:] == [
+        ("drop", "io-error"),
+        ("drop", "input-stream"),
+        ("drop", "incoming-body"),
+        ("drop", "response"),
+        ("drop", "future"),
+    ], "each resource dropped before its parent"
