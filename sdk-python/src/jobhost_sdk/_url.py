@@ -42,7 +42,8 @@ def split(url: str) -> Target:
             "it carries user information, which is not sent: use an `authorization` header"
         )
     tail = tail.split("#", 1)[0]
-    return Target(scheme.lower() == "https", authority, tail if tail.startswith("/") else "/" + tail)
+    path_and_query = tail if tail.startswith("/") else "/" + tail
+    return Target(scheme.lower() == "https", authority, path_and_query)
 
 
 def origin(url: str) -> tuple[bool, str] | None:

@@ -192,7 +192,9 @@ class Request:
         that carries one. Without it `wasi:http` sends the body chunked, which servers that
         require a length refuse."""
         headers = [
-            (name, value.encode()) for name, value in self.headers if name.lower() != "content-length"
+            (name, value.encode())
+            for name, value in self.headers
+            if name.lower() != "content-length"
         ]
         if self.method in ("POST", "PUT", "PATCH") or self.body:
             headers.append(("content-length", str(len(self.body)).encode()))
@@ -456,15 +458,13 @@ _LONG_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"
 _MONTH = "(" + "|".join(_MONTHS) + ")"
 # The three forms of an HTTP date (RFC 9110 5.6.7), exactly as the Rust SDK's `httpdate`
 # reads them.
-_IMF_FIXDATE = re.compile(
-    r"(" + "|".join(_DAYS) + r"), ([0-9]{2}) " + _MONTH + r" ([0-9]{4}) ([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT"
-)
+_TIME = r"([0-9]{2}):([0-9]{2}):([0-9]{2})"
+_WDAY = "(" + "|".join(_DAYS) + ")"
+_IMF_FIXDATE = re.compile(_WDAY + r", ([0-9]{2}) " + _MONTH + r" ([0-9]{4}) " + _TIME + " GMT")
 _RFC850 = re.compile(
-    r"(" + "|".join(_LONG_DAYS) + r"), ([0-9]{2})-" + _MONTH + r"-([0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT"
+    "(" + "|".join(_LONG_DAYS) + r"), ([0-9]{2})-" + _MONTH + r"-([0-9]{2}) " + _TIME + " GMT"
 )
-_ASCTIME = re.compile(
-    r"(" + "|".join(_DAYS) + r") " + _MONTH + r" ([ 0-9][0-9]) ([0-9]{2}):([0-9]{2}):([0-9]{2}) ([0-9]{4})"
-)
+_ASCTIME = re.compile(_WDAY + " " + _MONTH + r" ([ 0-9][0-9]) " + _TIME + r" ([0-9]{4})")
 
 
 def _http_date(value: str) -> int | None:
