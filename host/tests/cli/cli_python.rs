@@ -2,19 +2,24 @@
 //! --lang python`, the plugins' own pytest, `jobhost build` (which creates their `.venv`
 //! and installs their pinned componentize-py), and `jobhost run` on the memory backend
 //! working the example `plugins/email-sender-py` through a retry, a fatal error, a
-//! deferral, follow-ups and a payload that does not decode; `jobhost dev` rebuilding a
-//! Python plugin on save.
+//! deferral, follow-ups, a payload that does not decode, and an HTTP request to a local
+//! relay that its grants allow, at a URL and with a token its config values and secrets
+//! give (`jobhost_sdk.http`, `jobhost_sdk.config`); `jobhost dev` rebuilding a Python plugin
+//! on save.
 //!
 //! Needs Python 3.11+ with `venv`; a missing one fails the tests unless
 //! `JOBHOST_SKIP_PYTHON_TESTS=1`. pip's cache lives under the target directory
 //! (`support::python::with_pip_cache`), so only the first run downloads componentize-py.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cli_dev::{edit_in_place, greeting_logged, reloaded};
-use crate::support::cli::{Host, PROCESSING, jobhost, stdout_of};
+use crate::support::cli::{Host, PROCESSING, jobhost, stdout_of, write_grants};
 use crate::support::guest::{
     copy_example, email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups,
     enqueue, line_of,
@@ -43,6 +48,93 @@ fn pytest_passes(dir: &Path) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The secret the example sends the relay as its bearer token, from the environment.
+const RELAY_TOKEN: &str = "relay-t0k3n-5e1f";
+
+/// One request the relay received: its request line, `authorization` header and body.
+#[derive(Debug, Clone)]
+struct Relayed {
+    line: String,
+    authorization: Option<String>,
+    body: String,
+}
+
+/// A local HTTP relay for the example's `relayed` addresses: its first request is answered
+/// `503` with `Retry-After: 1`, every later one `200` with `{"id": "relay-1"}`, one request
+/// per connection.
+struct Relay {
+    origin: String,
+    seen: Arc<Mutex<Vec<Relayed>>>,
+}
+
+impl Relay {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a local port");
+        let origin = format!("http://{}", listener.local_addr().expect("its address"));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().map_while(Result::ok) {
+                let request = read_request(&stream);
+                let mut seen = record.lock().expect("the relay's record");
+                seen.push(request);
+                let (status, extra, body) = if seen.len() == 1 {
+                    (
+                        "503 Service Unavailable",
+                        "retry-after: 1\r\n",
+                        "relay busy",
+                    )
+                } else {
+                    (
+                        "200 OK",
+                        "content-type: application/json\r\n",
+                        r#"{"id": "relay-1"}"#,
+                    )
+                };
+                drop(seen);
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = (&stream).write_all(answer.as_bytes());
+            }
+        });
+        Self { origin, seen }
+    }
+
+    fn requests(&self) -> Vec<Relayed> {
+        self.seen.lock().expect("the relay's record").clone()
+    }
+}
+
+/// One HTTP/1.1 request with a `content-length` body, as the host sends it.
+fn read_request(stream: &TcpStream) -> Relayed {
+    let mut reader = BufReader::new(stream);
+    let mut head = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        head.push(line.trim_end().to_owned());
+    }
+    let header = |name: &str| {
+        head.iter().skip(1).find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_owned())
+        })
+    };
+    let length: usize = header("content-length").map_or(0, |n| n.parse().unwrap_or(0));
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    Relayed {
+        line: head.first().cloned().unwrap_or_default(),
+        authorization: header("authorization"),
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
 }
 
 /// `jobhost new --lang python NAME` in `work`, whose plugin directory is `plugins/`.
@@ -87,8 +179,21 @@ fn a_python_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_d
         eprintln!("{file}: {size} bytes");
     }
 
+    // The example's grants: the relay's origin, its URL as a config value and its token as
+    // a secret from the environment, under the section its file names.
+    let relay = Relay::start();
+    write_grants(
+        &work.path().join("jobhost.toml"),
+        &format!(
+            "[plugins.email_sender_py]\nallowed_outbound_hosts = [\"{origin}\"]\n\
+             [plugins.email_sender_py.config]\nrelay_url = \"{origin}\"\n\
+             [plugins.email_sender_py.secrets]\nrelay_token = {{ env = \"RELAY_TOKEN\" }}\n",
+            origin = relay.origin
+        ),
+    );
     let mut run = jobhost();
-    run.args(["run", "--plugins", "plugins"])
+    run.args(["run", "--plugins", "plugins", "--config", "jobhost.toml"])
+        .env("RELAY_TOKEN", RELAY_TOKEN)
         .current_dir(work.path());
     let host = Host::spawn(run, work, BUILD);
     for file in ["greeter_py.wasm", "email_sender_py.wasm"] {
@@ -119,6 +224,36 @@ fn a_python_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_d
             "an email needs string fields to, subject, body",
         ],
     );
+
+    // Through `wasi:http`: the relay's 503 with `Retry-After: 1` defers the job 1s as the
+    // service's wait, and its 200 completes it on the same attempt.
+    let relayed = enqueue(
+        &host,
+        "email.SendEmailPy",
+        r#"{"to": "relayed@example.com", "subject": "s", "body": "b"}"#,
+    );
+    let deferred = line_of(&host, &relayed, &["job deferred"]);
+    assert!(
+        deferred.contains("delay=1s")
+            && deferred.contains("answered 503 Service Unavailable, Retry-After 1s"),
+        "the relay's Retry-After deferred the job: {deferred}"
+    );
+    line_of(&host, &relayed, &["email relayed", r#"relay_id="relay-1""#]);
+    line_of(&host, &relayed, &["job completed", "attempt=1"]);
+    let requests = relay.requests();
+    assert_eq!(requests.len(), 2, "one request per run: {requests:?}");
+    for request in &requests {
+        assert_eq!(request.line, "POST /send HTTP/1.1", "{request:?}");
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some(format!("Bearer {RELAY_TOKEN}").as_str()),
+            "the secret reached the guest: {request:?}"
+        );
+        assert!(
+            request.body.contains(r#""to":"relayed@example.com""#),
+            "{request:?}"
+        );
+    }
 }
 
 #[test]

@@ -7,6 +7,11 @@ follow-up. The SMTP server is pretend, and its behaviour follows the address:
   sent on attempt 3;
 - an address containing `greylisted` is deferred for 1s on its first delivery (the server
   asks to come back later, which spends no attempt), and sent when it comes back;
+- an address containing `relayed` is first handed to an HTTP relay: a `POST` of the email
+  as JSON to `{relay_url}/send`, `relay_url` read from the operator's config (fatal when
+  unset) with the secret `relay_token`, if any, as its bearer token; what the relay answers
+  decides the job as `Response.job_result()` says (a 503 with `Retry-After` defers it that
+  long, a 4xx is fatal, a 5xx retried), and its JSON `id` is logged;
 - once sent, an `email.ReceiptPy` follow-up records the delivery.
 
 A payload that is not an email (`{"to": 42}`) is refused by `Email.from_json`, which
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypedDict
 
-from jobhost_sdk import Context, Retry, deferred, fatal, job, plugin, queue, retryable
+from jobhost_sdk import Context, Retry, config, deferred, fatal, http, job, plugin, queue, retryable
 
 emails = queue(
     "examples.emails-py", retry=Retry(max_attempts=4, backoff="exponential", base="1s", max="8s")
@@ -28,6 +33,9 @@ FLAKY_SUCCEEDS_ON = 3
 
 GREYLIST = timedelta(seconds=1)
 """How long a greylisting server asks the sender to wait."""
+
+RELAY_TIMEOUT = "5s"
+"""The longest the relay may take to connect, to start answering, or between two bytes."""
 
 
 @dataclass(frozen=True)
@@ -62,8 +70,31 @@ def send_email(email: Email, ctx: Context) -> None:
         raise retryable("smtp server busy")
     if "greylisted" in email.to and ctx.deferrals == 0:
         raise deferred(GREYLIST, f"greylisted by the server of `{email.to}`")
+    if "relayed" in email.to:
+        relay(email, ctx)
     ctx.info("email sent", to=email.to, subject=email.subject, bytes=len(email.body))
     ctx.enqueue("email.ReceiptPy", Receipt(to=email.to, attempt=ctx.attempt))
+
+
+def relay(email: Email, ctx: Context) -> None:
+    """Hand `email` to the operator's HTTP relay; raises what its answer means for the job."""
+    url = config.require("relay_url").rstrip("/") + "/send"
+    token = config.get("relay_token")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    response = http.post(
+        url,
+        json={"to": email.to, "subject": email.subject, "body": email.body},
+        headers=headers,
+        timeout=RELAY_TIMEOUT,
+    )
+    response.job_result()
+    # The relay took the email: an answer without its id is logged without it, not retried,
+    # which would send the email twice.
+    try:
+        relay_id = response.json()["id"]
+    except (ValueError, TypeError, KeyError):
+        relay_id = None
+    ctx.info("email relayed", to=email.to, relay_id=relay_id)
 
 
 def record_receipt(receipt: Receipt, ctx: Context) -> None:

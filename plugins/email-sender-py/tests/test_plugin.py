@@ -2,8 +2,8 @@
 
 import pytest
 
-from jobhost_sdk import deferred, fatal, retryable
-from jobhost_sdk.testing import TestContext
+from jobhost_sdk import deferred, fatal, retry_after, retryable
+from jobhost_sdk.testing import Response, TestContext
 
 from plugin import FLAKY_SUCCEEDS_ON, GREYLIST, Email, send_email
 
@@ -52,3 +52,46 @@ def test_a_greylisted_address_is_deferred_once_then_sent():
 def test_a_payload_that_is_not_an_email_does_not_decode():
     with pytest.raises(ValueError, match="string fields to, subject, body"):
         Email.from_json({"to": 42})
+
+
+RELAY = {"relay_url": "http://relay.test/", "relay_token": "t0k3n"}
+
+
+def test_a_relayed_address_is_posted_to_the_configured_relay_with_its_token():
+    relay = TestContext(config=RELAY, http=lambda request: Response(202, body='{"id": "r-1"}'))
+    run = relay.run(send_email, email("relayed@example.com"))
+    assert run.error is None
+    [request] = run.requests
+    assert (request.method, request.url) == ("POST", "http://relay.test/send")
+    assert request.header("authorization") == "Bearer t0k3n"
+    assert request.json() == {"to": "relayed@example.com", "subject": "hi", "body": "hello there"}
+    assert run.messages() == ["email relayed", "email sent"]
+    assert run.logs[0].field("relay_id") == "r-1"
+
+
+def test_a_busy_relay_defers_the_email_as_long_as_its_retry_after_asks():
+    busy = Response(503, headers={"Retry-After": "1"}, body="relay busy")
+    run = TestContext(config=RELAY, http=lambda request: busy).run(
+        send_email, email("relayed@example.com")
+    )
+    assert run.error == retry_after(
+        "1s", "POST http://relay.test/send answered 503 Service Unavailable, Retry-After 1s"
+    )
+    assert run.follow_ups == [], "nothing was sent"
+
+
+def test_a_relay_that_refuses_the_email_makes_it_fatal_quoting_its_answer():
+    refused = Response(422, body='{"error": "no such mailbox"}')
+    run = TestContext(config=RELAY, http=lambda request: refused).run(
+        send_email, email("relayed@example.com")
+    )
+    assert run.error == fatal(
+        'POST http://relay.test/send answered 422 Unprocessable Content: {"error": "no such mailbox"}'
+    )
+
+
+def test_a_relayed_address_without_a_configured_relay_is_fatal_naming_the_key():
+    run = TestContext().run(send_email, email("relayed@example.com"))
+    assert run.error.kind == "fatal"
+    assert "`relay_url`" in run.error.message
+    assert run.requests == []

@@ -9,7 +9,8 @@
 
     PLUGIN = plugin(name="greeter", queues=[work], jobs=[job("greeter.Greet", queue=work, handler=greet)])
 
-`jobhost_sdk.testing` runs a handler natively; `jobhost_sdk.guest` and `jobhost_sdk.build`
+`jobhost_sdk.http` sends HTTP requests and `jobhost_sdk.config` reads the operator's
+config values and secrets; `jobhost_sdk.testing` runs a handler natively; `jobhost_sdk.guest` and `jobhost_sdk.build`
 are what `jobhost build` uses.
 """
 

@@ -84,11 +84,23 @@ def _deferral(delay: Duration, reason: str, *, retry_after: bool) -> JobError:
     return JobError("deferred", _text(reason), delay_ms=ms, retry_after=retry_after)
 
 
+class JobErrorSource(Exception):
+    """An SDK exception that says itself what it means for the job when a handler lets it
+    escape (an `HttpError` by its kind, a `ConfigError` as retryable), as `?` converts one in
+    the Rust SDK."""
+
+    def job_error(self) -> JobError:
+        raise NotImplementedError
+
+
 def outcome_of(raised: BaseException) -> JobError:
-    """What a handler's exception means: a `JobError` as it is, anything else retryable with
-    its type and message (`uncaught KeyError: 'to'`)."""
+    """What a handler's exception means: a `JobError` as it is, an SDK error
+    (`JobErrorSource`) as it says, anything else retryable with its type and message
+    (`uncaught KeyError: 'to'`)."""
     if isinstance(raised, JobError):
         return raised
+    if isinstance(raised, JobErrorSource):
+        return raised.job_error()
     return retryable(f"uncaught {type(raised).__name__}: {raised}")
 
 

@@ -12,8 +12,10 @@
 3. Write the app module componentize-py wraps (`.jobhost/jobhost_app.py`), which binds
    `Handler = serve(PLUGIN)` (see `jobhost_sdk.guest`).
 4. componentize-py (the plugin's own pinned install, next to this interpreter) turns it into
-   the component, written to `--out`, with the modules it imports from `src/`, the SDK and
-   the plugin's virtual environment.
+   the component of the host's `jobhost:plugin` world plus the imports of `jobhost_sdk.http`
+   and `jobhost_sdk.config` (`wasi:http`, `wasi:config`, whose WIT the SDK carries in
+   `wit/`), written to `--out`, with the modules it imports from `src/`, the SDK and the
+   plugin's virtual environment.
 
 Exit status 1 with a message on stderr for any failure.
 """
@@ -68,15 +70,7 @@ def main() -> None:
     sdk_root = Path(__file__).resolve().parent.parent
     paths = [scratch, plugin_dir / SOURCES, sdk_root, *map(Path, site.getsitepackages())]
     componentize = Path(sys.executable).with_name("componentize-py")
-    command = [
-        str(componentize),
-        "-d",
-        str(args.wit.resolve()),
-        "-w",
-        "plugin",
-        "componentize",
-        APP,
-    ]
+    command = [str(componentize), *wit_options(args.wit.resolve()), "componentize", APP]
     for path in dict.fromkeys(paths):
         command += ["-p", str(path)]
     command += ["-o", str(args.out.resolve())]
@@ -90,6 +84,37 @@ def main() -> None:
         )
     if status != 0:
         _fail(f"componentize-py failed (exit status {status}); its errors are above")
+
+
+SDK_WIT = Path(__file__).resolve().parent / "wit"
+"""The WIT the SDK adds to the host's: the world `jobhost:python-sdk/plugin` and the
+packages it imports (`wit/README.md` says where they come from)."""
+
+WASI_HTTP_VERSION = "0.2.12"
+"""The `wasi:http` version of the vendored WIT; the host takes any 0.2.x."""
+
+
+def wit_options(host_wit: Path) -> list[str]:
+    """componentize-py's options for the component's world, `jobhost:python-sdk/plugin`:
+    the host's `jobhost:plugin` world (from `host_wit`) with the SDK's imports
+    (`wasi:http/outgoing-handler` and `wasi:config/store`, for `jobhost_sdk.http` and
+    `jobhost_sdk.config`). One world that includes the other, not two `-w` for
+    componentize-py to merge: componentize-py 0.25.0 panics building a merge.
+
+    Both `jobhost:plugin` and `wasi:http` have an interface `types`; their modules are named
+    `types` and `http_types`, as `jobhost_sdk.guest` and `jobhost_sdk._wasi` import them."""
+    return [
+        "-d",
+        str(host_wit),
+        "-d",
+        str(SDK_WIT),
+        "-w",
+        "jobhost:python-sdk/plugin",
+        "--import-interface-name",
+        f"jobhost:plugin/types@{WIT_VERSION}=types",
+        "--import-interface-name",
+        f"wasi:http/types@{WASI_HTTP_VERSION}=http_types",
+    ]
 
 
 def _entry_module(plugin_dir: Path) -> str:

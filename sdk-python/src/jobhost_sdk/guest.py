@@ -1,7 +1,8 @@
 """The component side of a Python plugin: the `handler` export of the `jobhost:plugin` world
 over a declared plugin. `jobhost build` generates an app module that binds
 `Handler = serve(PLUGIN)`, and componentize-py turns it into the component; this module is
-imported natively only by the SDK's own tests, over bindings componentize-py generated.
+imported natively only by the SDK's own tests, over bindings componentize-py generated for
+the world `jobhost_sdk.build` makes (`jobhost:plugin` with `wasi:http` and `wasi:config`).
 
 WIT values as componentize-py's bindings (`wit_world`) pass them: records are dataclasses
 with snake_case fields, a variant case is a class of its own (`JobError_Fatal(value)`), an
@@ -16,6 +17,7 @@ from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import host, types
 
+from . import _host, _wasi
 from ._context import Context, Delivery, EnqueueError, Level
 from ._declare import ExponentialBackoff, FixedBackoff, Plugin, RetryPolicy
 from ._errors import JobError
@@ -40,6 +42,8 @@ def serve(declared: Plugin) -> type[exports.Handler]:
                 priority=context.priority,
                 age_ms=context.age,
             )
+            # The handler's `http` requests and `config` reads go to the host's imports.
+            previous = _host.install(_wasi.Host())
             try:
                 error = run_delivery(declared, Context(delivery, _HostSink()), payload)
             except BaseException as escaped:
@@ -48,6 +52,8 @@ def serve(declared: Plugin) -> type[exports.Handler]:
                 # the attempt as crashed with this message instead of a bare trap.
                 host.report_panic(f"uncaught {type(escaped).__name__}: {escaped}")
                 raise
+            finally:
+                _host.install(previous)
             if error is not None:
                 raise Err(_wit_error(error))
 

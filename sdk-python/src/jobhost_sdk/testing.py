@@ -1,24 +1,43 @@
 """Run a handler natively, under pytest, with a fake delivery (the Rust SDK's
 `TestContext`). The handler meets the same `ctx` as in the component (same checks on log
-levels, follow-up payloads and delays); what it logged, what it enqueued and how it ended
-are recorded in the returned `Run`.
+levels, follow-up payloads and delays); what it logged, what it enqueued, the HTTP requests
+it sent and how it ended are recorded in the returned `Run`.
 
     run = TestContext(attempt=2).run(send_email, {"to": "a@b"})
     assert run.error == retryable("smtp server busy")
+
+`config` stands for the operator's config values and secrets (`jobhost_sdk.config`), and
+`http` for the servers the handler calls (`jobhost_sdk.http`): a function from the `Request`
+to the `Response`, which raises an `HttpError` to stand for a request that got no response.
+Without one, every request fails as one the operator has not granted, as on a host without
+grants.
+
+    def relay(request):
+        return Response(503, headers={"Retry-After": "2"}, body="busy")
+
+    run = TestContext(config={"relay_url": "http://relay.test"}, http=relay).run(send, email)
+    assert run.error == retry_after("2s", "POST http://relay.test/send answered 503 ...")
+    assert run.requests[0].json() == {"to": "a@b"}
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from . import _host
 from ._context import Context, Delivery, Level
 from ._declare import Handler
 from ._errors import JobError
 from ._run import call_handler
+from .http import HttpError, Request, Response
 
-__all__ = ["FollowUp", "LogLine", "Run", "TestContext"]
+__all__ = ["FollowUp", "HttpError", "LogLine", "Request", "Response", "Run", "TestContext"]
+
+Responder = Callable[[Request], Response]
+"""A test's stand-in for the servers a handler calls."""
 
 
 @dataclass
@@ -37,9 +56,15 @@ class TestContext:
     deferrals: int = 0
     priority: int = 0
     age: timedelta = timedelta(0)
+    config: Mapping[str, str] = field(default_factory=dict)
+    """The config values and secrets the operator gives the plugin; a key not here is
+    `None` to `config.get`."""
+    http: Responder | None = None
+    """Answers each request the handler sends; `None` fails them as not granted."""
 
     def run(self, handler: Handler, payload: object) -> Run:
-        """Run `handler(payload, ctx)` once."""
+        """Run `handler(payload, ctx)` once, its HTTP requests and config reads answered by
+        this context."""
         run = Run()
         delivery = Delivery(
             job_id=self.job_id,
@@ -51,7 +76,12 @@ class TestContext:
             priority=self.priority,
             age_ms=self.age // timedelta(milliseconds=1),
         )
-        run.error = call_handler(handler, payload, Context(delivery, _Recorder(run)))
+        recorder = _Recorder(run, dict(self.config), self.http)
+        previous = _host.install(recorder)
+        try:
+            run.error = call_handler(handler, payload, Context(delivery, recorder))
+        finally:
+            _host.install(previous)
         return run
 
 
@@ -86,6 +116,8 @@ class Run:
     error: JobError | None = None
     logs: list[LogLine] = field(default_factory=list)
     follow_ups: list[FollowUp] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    """Every HTTP request sent, in order, each redirect followed as a request of its own."""
 
     def messages(self) -> list[str]:
         """The messages logged, in order."""
@@ -94,7 +126,11 @@ class Run:
 
 @dataclass
 class _Recorder:
+    """The host a test run stands on: it records, and answers as the context says."""
+
     run: Run
+    values: dict[str, str]
+    responder: Responder | None
 
     def log(self, level: Level, message: str, fields: list[tuple[str, str]]) -> None:
         self.run.logs.append(LogLine(level, message, fields))
@@ -105,3 +141,19 @@ class _Recorder:
         )
         self.run.follow_ups.append(follow_up)
         return follow_up.id
+
+    def config(self, key: str) -> str | None:
+        return self.values.get(key)
+
+    def send(self, request: Request) -> Response:
+        self.run.requests.append(request)
+        if self.responder is None:
+            raise HttpError(
+                "denied",
+                f"`{request.method} {request.url}` was sent, and this test answers no request: "
+                "give the TestContext a responder with `http=`",
+            )
+        response = self.responder(request)
+        if not isinstance(response, Response):
+            raise TypeError(f"a test's responder returns a Response, got {response!r}")
+        return response
