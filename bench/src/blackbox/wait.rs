@@ -6,13 +6,14 @@
 //! 2. The raw reference: a plain tokio + hyper client in this process, that many tasks,
 //!    a new connection per request as the host makes, the same number of requests to the
 //!    same server: the server's and the loopback's own ceiling in this run.
-//! 3. The idle host: `jobhost run --concurrency N` with the `wait` fixture (`wait-wide`
+//! 3. The idle host: `jobhost run --concurrency N+1` (the one more is the slot the fast
+//!    queue keeps for itself, docs/scaling.md) with the `wait` fixture (`wait-wide`
 //!    above 1,000: prefetch 10,000) on an empty queue, its RSS 2 s after it serves.
 //! 4. The host: the queue filled with `wait.Get` jobs (5 per slot, 2 with `--quick`),
-//!    then `jobhost run --concurrency N` drains it; jobs/s from its first delivery to its
+//!    then `jobhost run --concurrency N+1` drains it; jobs/s from its first delivery to its
 //!    last completion ([`super::process`]), its peak RSS (sampled every 100 ms) and, at
 //!    that peak, `/proc/PID/smaps_rollup` and its count of mappings.
-//! 5. Fairness: a host with the queue empty, then with 4 s of its work queued, while
+//! 5. Fairness: a host with the queue empty, then with 8 s of its work queued, while
 //!    [`FAST_JOBS`] `wait.Fast` jobs trickle into `bench.wait.fast`: their start latency
 //!    (publish to the server's arrival) alone and beside the saturated slow queue.
 //!
@@ -179,11 +180,17 @@ impl FastStats {
     }
 
     fn summary(&self) -> String {
+        let worst: Vec<String> = (self.notes.iter().rev().take(3))
+            .map(|&(micros, waiting)| {
+                format!("{:.1} ms with {waiting} waiting", micros as f64 / 1000.0)
+            })
+            .collect();
         format!(
-            "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (worst: {})",
             self.latency_ms(0.5),
             self.latency_ms(0.99),
-            self.latency_ms(1.0)
+            self.latency_ms(1.0),
+            worst.join(", ")
         )
     }
 }
@@ -407,42 +414,68 @@ fn sample(pid: u32, slots: usize, peak: &mut Peak) {
 }
 
 /// Where `pid`'s resident memory is, from `/proc/PID/smaps`, for a host with `slots` job
-/// slots: the pooling allocator's linear memories (the one mapping of a TiB or more), its
-/// fiber stacks (the mapping of about 2 MiB per slot), the other anonymous memory (the
-/// heap, thread stacks, tables) and file-backed mappings (code, the compiled plugins).
+/// slots. Adjacent mappings are one region (the pooling allocator reserves its linear
+/// memories and its fiber stacks each as one range, which protections and copy-on-write
+/// images then split into many mappings): the region of a TiB or more holds the linear
+/// memories, the one of about 2 MiB per slot the fiber stacks; of the rest, what maps a
+/// file (the binary, its libraries) is code, and the others are the heap, thread stacks
+/// and the like.
 fn resident_by_kind(pid: u32, slots: usize) -> anyhow::Result<String> {
+    #[derive(Default)]
+    struct Region {
+        start: u64,
+        end: u64,
+        rss_kib: u64,
+        file: bool,
+    }
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
-    let (mut memories, mut stacks, mut anonymous, mut files) = (0u64, 0u64, 0u64, 0u64);
-    let mut size_kib = 0u64;
-    let mut file_backed = false;
-    let stack_pool = slots as u64 * 2 * 1024;
+    let mut regions: Vec<Region> = Vec::new();
     for line in smaps.lines() {
         let mut fields = line.split_whitespace();
         let first = fields.next().unwrap_or("");
-        if first.contains('-') && !first.ends_with(':') {
-            // A mapping's header: `start-end perms offset dev inode [path]`.
-            file_backed = fields.nth(3).is_some_and(|inode| inode != "0");
-        } else if first == "Size:" {
-            size_kib = fields.next().and_then(|kib| kib.parse().ok()).unwrap_or(0);
-        } else if first == "Rss:" {
-            let rss: u64 = fields.next().and_then(|kib| kib.parse().ok()).unwrap_or(0);
-            if file_backed {
-                files += rss;
-            } else if size_kib >= 1 << 30 {
-                memories += rss;
-            } else if size_kib >= stack_pool && size_kib <= stack_pool + stack_pool / 8 {
-                stacks += rss;
-            } else {
-                anonymous += rss;
+        if let Some((start, end)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+            let (Ok(start), Ok(end)) =
+                (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+            else {
+                continue;
+            };
+            let path = fields.nth(4).unwrap_or("");
+            let file = path.starts_with('/') && !path.starts_with("/memfd:");
+            match regions.last_mut() {
+                Some(region) if region.end == start && region.file == file => region.end = end,
+                _ => regions.push(Region {
+                    start,
+                    end,
+                    rss_kib: 0,
+                    file,
+                }),
             }
+        } else if first == "Rss:"
+            && let Some(region) = regions.last_mut()
+        {
+            region.rss_kib += fields.next().and_then(|kib| kib.parse().ok()).unwrap_or(0);
+        }
+    }
+    let stack_pool = slots as u64 * 2 * 1024 * 1024;
+    let (mut memories, mut stacks, mut code, mut rest) = (0u64, 0u64, 0u64, 0u64);
+    for region in &regions {
+        let span = region.end - region.start;
+        if span >= 1 << 40 {
+            memories += region.rss_kib;
+        } else if span >= stack_pool && span <= stack_pool + stack_pool / 4 {
+            stacks += region.rss_kib;
+        } else if region.file {
+            code += region.rss_kib;
+        } else {
+            rest += region.rss_kib;
         }
     }
     Ok(format!(
-        "linear memories {} MiB, fiber stacks {} MiB, other anonymous (heap, threads, tables) {} MiB, files {} MiB",
+        "linear memories {} MiB, fiber stacks {} MiB, heap and the rest {} MiB, code {} MiB",
         memories / 1024,
         stacks / 1024,
-        anonymous / 1024,
-        files / 1024
+        rest / 1024,
+        code / 1024
     ))
 }
 
@@ -502,7 +535,7 @@ pub(crate) async fn run(sizes: &Sizes, quick: bool) -> anyhow::Result<Report> {
         amqp::delete(&connection, &queue.name).await?;
         backend.declare(&queue).await?;
         let host = Host::new(binary.clone(), fixture, server.addr)?;
-        let (idle, admin) = host.spawn(url, in_flight)?;
+        let (idle, admin) = host.spawn(url, in_flight + 1)?;
         ready(admin).await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let idle_kib = status_kib(idle.pid(), "VmRSS:")?;
@@ -518,7 +551,7 @@ pub(crate) async fn run(sizes: &Sizes, quick: bool) -> anyhow::Result<Report> {
             }),
         )
         .await?;
-        let (mut consumer, _admin) = host.spawn(url, in_flight)?;
+        let (mut consumer, _admin) = host.spawn(url, in_flight + 1)?;
         let pid = consumer.pid();
         let done = tokio_util::sync::CancellationToken::new();
         let sampling = tokio::spawn({
@@ -541,16 +574,16 @@ pub(crate) async fn run(sizes: &Sizes, quick: bool) -> anyhow::Result<Report> {
         consumer.stop(true).await.context("stopping the host")?;
 
         // Fairness: the fast queue's start latency on the host with nothing else to do,
-        // then while the slow queue keeps every slot busy (4 s of work queued).
+        // then while the slow queue keeps every slot busy (8 s of work queued).
         let fast_queue = plugin.manifest().queues[1].clone();
         amqp::delete(&connection, &fast_queue.name).await?;
         backend.declare(&fast_queue).await?;
-        let (fair, fair_admin) = host.spawn(url, in_flight)?;
+        let (fair, fair_admin) = host.spawn(url, in_flight + 1)?;
         ready(fair_admin).await?;
         let quiet = fast_start_latency(&backend, &fast_queue.name, server.addr).await?;
         amqp::fill(
             &backend,
-            (0..in_flight * 4).map(|_| {
+            (0..in_flight * 8).map(|_| {
                 let payload = RawValue::from_string(payload.clone()).expect("JSON");
                 Envelope::new("wait.Get", &queue.name, payload)
             }),
@@ -575,7 +608,8 @@ pub(crate) async fn run(sizes: &Sizes, quick: bool) -> anyhow::Result<Report> {
         let target = if in_flight > 1_000 { 0.8 } else { 0.95 };
         let host_row = Row::new(
             format!(
-                "wait {in_flight} in flight: `jobhost run --concurrency {in_flight}` + `{fixture}`"
+                "wait {in_flight} in flight: `jobhost run --concurrency {}` + `{fixture}`",
+                in_flight + 1
             ),
             Some(host_rate),
             Samples::default(),

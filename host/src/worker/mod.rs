@@ -2,8 +2,9 @@
 //!
 //! # Contract
 //! - At most `concurrency` jobs run at once, across all queues. Each queue's loop pulls one
-//!   delivery and then waits for a slot, so an idle queue never holds a slot another queue
-//!   could use, and at most one delivery per queue waits in the worker.
+//!   delivery and then waits for a slot, so an idle queue never holds a shared slot another
+//!   queue could use, and at most one delivery per queue waits in the worker. Each queue
+//!   keeps one slot of its own, so a busy queue cannot hold another's jobs back ([`slots`]).
 //! - Each delivery is settled exactly once, as `deliver`'s module doc lays out; nothing
 //!   is acked before what replaces it (retry, deferral, dead letter, follow-ups) is
 //!   confirmed by the broker.
@@ -33,6 +34,7 @@ mod probation;
 mod rates;
 mod registry;
 mod settle;
+mod slots;
 mod tally;
 mod unsettled;
 
@@ -44,7 +46,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use jobhost_sdk::QueueConfig;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -55,6 +57,7 @@ use crate::job::Recorder;
 use crate::policy::{Granularity, effective_timeout};
 use crate::telemetry::Telemetry;
 use inline::{BusyTime, Timed};
+use slots::{QueueSlots, Slots};
 
 pub use fleet::{CANCELLED_MAX, Fleet};
 pub use handler::{BoxFuture, Handler};
@@ -178,7 +181,7 @@ impl<B: Backend> Worker<B> {
         );
         let mut consumers = Consumers {
             shared: self.shared.clone(),
-            permits: Arc::new(Semaphore::new(self.shared.config.concurrency.max(1))),
+            slots: Slots::new(self.shared.config.concurrency),
             jobs: TaskTracker::new(),
             loops: TaskTracker::new(),
             abandon: CancellationToken::new(),
@@ -212,7 +215,7 @@ impl<B: Backend> Worker<B> {
 struct Consumers<B> {
     shared: Arc<Shared<B>>,
     /// One per job running, across all queues.
-    permits: Arc<Semaphore>,
+    slots: Slots,
     jobs: TaskTracker,
     loops: TaskTracker,
     /// Cancelled when the grace period is over: running jobs give up.
@@ -244,7 +247,7 @@ impl<B: Backend> Consumers<B> {
             let consume = ConsumeLoop {
                 shared: self.shared.clone(),
                 queue: config.clone(),
-                permits: self.permits.clone(),
+                slots: self.slots.for_queue(),
                 jobs: self.jobs.clone(),
                 stop: stop.clone(),
                 abandon: self.abandon.clone(),
@@ -303,7 +306,7 @@ impl<B> Worker<B> {
 struct ConsumeLoop<B> {
     shared: Arc<Shared<B>>,
     queue: QueueConfig,
-    permits: Arc<Semaphore>,
+    slots: QueueSlots,
     jobs: TaskTracker,
     stop: CancellationToken,
     abandon: CancellationToken,
@@ -311,6 +314,11 @@ struct ConsumeLoop<B> {
 
 impl<B: Backend> ConsumeLoop<B> {
     async fn run(self) {
+        self.serve().await;
+        self.slots.release();
+    }
+
+    async fn serve(&self) {
         let queue: Arc<str> = self.queue.name.as_str().into();
         let busy = BusyTime::new(self.shared.backend.inline_limit());
         let mut paused = self.shared.config.fleet.watch(&queue);
@@ -373,7 +381,7 @@ impl<B: Backend> ConsumeLoop<B> {
                     self.give_back(delivery, "of a paused queue").await;
                     return false;
                 }
-                permit = self.permits.clone().acquire_owned() => permit.expect("the permit semaphore is never closed"),
+                permit = self.slots.acquire() => permit,
             };
             self.start(delivery, queue, busy, permit).await;
         }

@@ -133,6 +133,69 @@ async fn no_more_jobs_run_at_once_than_the_concurrency_limit() {
     h.shutdown().await;
 }
 
+/// Notes the tokio instant each job starts.
+#[derive(Default)]
+struct Starts(std::sync::Mutex<Vec<tokio::time::Instant>>);
+
+impl Handler for Starts {
+    fn invoke<'a>(&'a self, _job: Invocation<'a>) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let now = tokio::time::Instant::now();
+            self.0.lock().expect("not poisoned").push(now);
+            Outcome::Completed { follow_ups: vec![] }
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_whose_slow_jobs_fill_the_host_does_not_hold_back_another_queues_job() {
+    // `q`'s prefetch lets its 1 s jobs take every slot at once, so they end together and
+    // no shared slot frees for a second: `f`'s job runs in the slot `f` keeps.
+    let (slow, starts) = (Arc::new(Slow::default()), Arc::new(Starts::default()));
+    let mut busy = QueueConfig::new("q");
+    busy.prefetch = 100;
+    let units = [
+        Unit::new("n", "1", manifest("n", busy, &["slow"]), slow.clone()),
+        Unit::new(
+            "m",
+            "1",
+            manifest("m", QueueConfig::new("f"), &["fast"]),
+            starts.clone(),
+        ),
+    ];
+    let h = Harness::start(
+        units,
+        WorkerConfig {
+            concurrency: 4,
+            ..WorkerConfig::default()
+        },
+    )
+    .await;
+    for i in 0..40 {
+        h.enqueue("slow", json!({ "i": i })).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        slow.running.load(Ordering::SeqCst),
+        3,
+        "every slot but `f`'s own"
+    );
+    let enqueued = tokio::time::Instant::now();
+    h.enqueue("fast", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = starts.0.lock().expect("not poisoned").clone();
+    assert_eq!(
+        started.len(),
+        1,
+        "the fast job started while the slow ones run"
+    );
+    assert!(started[0] - enqueued < Duration::from_millis(10));
+    h.run_until_idle().await;
+    assert_eq!(h.backend.acked("q").len(), 40);
+    assert_eq!(slow.peak.load(Ordering::SeqCst), 3);
+    h.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn shutdown_waits_for_a_running_job_and_settles_it() {
     let (slow, h) = slow_harness(WorkerConfig {
