@@ -235,7 +235,7 @@ async fn raw_client(addr: SocketAddr, tasks: usize, requests: usize) -> anyhow::
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok()
             {
-                get(addr).await?;
+                get(addr, "/").await?;
             }
             anyhow::Ok(())
         });
@@ -246,35 +246,24 @@ async fn raw_client(addr: SocketAddr, tasks: usize, requests: usize) -> anyhow::
     Ok(crate::memory::rate(requests, start.elapsed()))
 }
 
-async fn get(addr: SocketAddr) -> anyhow::Result<()> {
+/// `GET path` of `addr` on a new connection: its body, once the status says success.
+async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<bytes::Bytes> {
     use http_body_util::BodyExt as _;
     let stream = tokio::net::TcpStream::connect(addr).await?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
     tokio::spawn(connection);
-    let request = hyper::Request::get("/")
+    let request = hyper::Request::get(path)
         .header("host", addr.to_string())
         .body(http_body_util::Empty::<bytes::Bytes>::new())?;
     let response = sender.send_request(request).await?;
     anyhow::ensure!(response.status().is_success(), "{}", response.status());
-    response.into_body().collect().await?;
-    Ok(())
+    Ok(response.into_body().collect().await?.to_bytes())
 }
 
 /// What the server at `addr` saw of fast jobs since it was last asked (and forgets it).
 async fn fast_stats(addr: SocketAddr) -> anyhow::Result<FastStats> {
-    use http_body_util::BodyExt as _;
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-    tokio::spawn(connection);
-    let request = hyper::Request::get("/fast-stats")
-        .header("host", addr.to_string())
-        .body(http_body_util::Empty::<bytes::Bytes>::new())?;
-    let response = sender.send_request(request).await?;
-    anyhow::ensure!(response.status().is_success(), "{}", response.status());
-    let body = response.into_body().collect().await?.to_bytes();
-    Ok(serde_json::from_slice(&body)?)
+    Ok(serde_json::from_slice(&get(addr, "/fast-stats").await?)?)
 }
 
 /// Publish [`FAST_JOBS`] `wait.Fast` jobs to `queue`, one per [`FAST_EVERY`], each asking

@@ -10,17 +10,14 @@
 //! `JOBHOST_SKIP_JS_TESTS=1`. npm's cache lives under the target directory
 //! (`support::node::npm_cache`), so only the first run downloads componentize-js.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::cli::{Host, jobhost, stdout_of, write_grants};
 use crate::support::guest::{
-    copy_example, email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups,
-    enqueue, line_of,
+    Relay, Relayed, copy_example,
+    email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups, enqueue, line_of,
 };
 use crate::support::node;
 
@@ -43,83 +40,23 @@ const EXAMPLE_FILES: [&str; 4] = [
 /// The relay token the grants file gives the example as a secret, through the environment.
 const RELAY_TOKEN: &str = "relay-t0k3n-7d1e";
 
-/// One POST the relay received.
-#[derive(Debug, Clone)]
-struct Relayed {
-    path: String,
-    authorization: Option<String>,
-    body: String,
-}
-
-/// A local mail relay for the example: it records every request, answers one without the
-/// bearer token `401`, the first email to `relay-busy@...` `503` with `Retry-After: 1`, and
-/// everything else `202`. One connection at a time, each closed after its answer.
-struct Relay {
-    addr: SocketAddr,
-    received: Arc<Mutex<Vec<Relayed>>>,
-}
-
-impl Relay {
-    fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a local port");
-        let addr = listener.local_addr().expect("its address");
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let log = Arc::clone(&received);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let _ = Self::answer(stream, &log);
-            }
-        });
-        Self { addr, received }
-    }
-
-    fn answer(stream: TcpStream, log: &Mutex<Vec<Relayed>>) -> std::io::Result<()> {
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let mut reader = BufReader::new(&stream);
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let path = line
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or_default()
-            .to_owned();
-        let (mut length, mut authorization) = (0, None);
-        loop {
-            line.clear();
-            reader.read_line(&mut line)?;
-            let Some((name, value)) = line.trim_end().split_once(':') else {
-                break;
-            };
-            match name.to_ascii_lowercase().as_str() {
-                "content-length" => length = value.trim().parse().unwrap_or(0),
-                "authorization" => authorization = Some(value.trim().to_owned()),
-                _ => {}
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body)?;
-        let body = String::from_utf8_lossy(&body).into_owned();
-        let mut log = log.lock().expect("the relay's log");
-        let busy_before = log.iter().any(|r| r.body.contains("relay-busy"));
-        let answer = if authorization.as_deref() != Some(&format!("Bearer {RELAY_TOKEN}")) {
-            "401 Unauthorized\r\ncontent-length: 13\r\n\r\nwho are you?\n"
-        } else if body.contains("relay-busy") && !busy_before {
-            "503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 5\r\n\r\nbusy\n"
+/// The example's relay: a request without the bearer token gets `401`, the first email to
+/// `relay-busy@...` `503` with `Retry-After: 1`, everything else `202`.
+fn relay() -> Relay {
+    Relay::start(|request: &Relayed, before: &[Relayed]| {
+        let busy_before = before.iter().any(|r| r.body.contains("relay-busy"));
+        if request.authorization.as_deref() != Some(&format!("Bearer {RELAY_TOKEN}")) {
+            ("401 Unauthorized", "", "who are you?\n".to_owned())
+        } else if request.body.contains("relay-busy") && !busy_before {
+            (
+                "503 Service Unavailable",
+                "retry-after: 1\r\n",
+                "busy\n".to_owned(),
+            )
         } else {
-            "202 Accepted\r\ncontent-length: 7\r\n\r\nqueued\n"
-        };
-        log.push(Relayed {
-            path,
-            authorization,
-            body,
-        });
-        drop(log);
-        (&stream).write_all(format!("HTTP/1.1 {answer}").as_bytes())
-    }
-
-    fn received(&self) -> Vec<Relayed> {
-        self.received.lock().expect("the relay's log").clone()
-    }
+            ("202 Accepted", "", "queued\n".to_owned())
+        }
+    })
 }
 
 /// `node --test` in `dir` passes.
@@ -181,7 +118,7 @@ fn a_js_plugin_is_scaffolded_built_and_run_through_failures_follow_ups_and_its_c
 
     // The operator's grants: the relay's origin, its URL as a config value, its token as a
     // secret read from the environment.
-    let relay = Relay::start();
+    let relay = relay();
     let grants = work.path().join("jobhost.toml");
     write_grants(
         &grants,

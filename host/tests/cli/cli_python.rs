@@ -11,18 +11,15 @@
 //! `JOBHOST_SKIP_PYTHON_TESTS=1`. pip's cache lives under the target directory
 //! (`support::python::with_pip_cache`), so only the first run downloads componentize-py.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cli_dev::{edit_in_place, greeting_logged, reloaded};
 use crate::support::cli::{Host, PROCESSING, jobhost, stdout_of, write_grants};
 use crate::support::guest::{
-    copy_example, email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups,
-    enqueue, line_of,
+    Relay, Relayed, copy_example,
+    email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups, enqueue, line_of,
 };
 use crate::support::python;
 
@@ -53,88 +50,24 @@ fn pytest_passes(dir: &Path) {
 /// The secret the example sends the relay as its bearer token, from the environment.
 const RELAY_TOKEN: &str = "relay-t0k3n-5e1f";
 
-/// One request the relay received: its request line, `authorization` header and body.
-#[derive(Debug, Clone)]
-struct Relayed {
-    line: String,
-    authorization: Option<String>,
-    body: String,
-}
-
-/// A local HTTP relay for the example's `relayed` addresses: its first request is answered
-/// `503` with `Retry-After: 1`, every later one `200` with `{"id": "relay-1"}`, one request
-/// per connection.
-struct Relay {
-    origin: String,
-    seen: Arc<Mutex<Vec<Relayed>>>,
-}
-
-impl Relay {
-    fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a local port");
-        let origin = format!("http://{}", listener.local_addr().expect("its address"));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().map_while(Result::ok) {
-                let request = read_request(&stream);
-                let mut seen = record.lock().expect("the relay's record");
-                seen.push(request);
-                let (status, extra, body) = if seen.len() == 1 {
-                    (
-                        "503 Service Unavailable",
-                        "retry-after: 1\r\n",
-                        "relay busy",
-                    )
-                } else {
-                    (
-                        "200 OK",
-                        "content-type: application/json\r\n",
-                        r#"{"id": "relay-1"}"#,
-                    )
-                };
-                drop(seen);
-                let answer = format!(
-                    "HTTP/1.1 {status}\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = (&stream).write_all(answer.as_bytes());
-            }
-        });
-        Self { origin, seen }
-    }
-
-    fn requests(&self) -> Vec<Relayed> {
-        self.seen.lock().expect("the relay's record").clone()
-    }
-}
-
-/// One HTTP/1.1 request with a `content-length` body, as the host sends it.
-fn read_request(stream: &TcpStream) -> Relayed {
-    let mut reader = BufReader::new(stream);
-    let mut head = Vec::new();
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-            break;
+/// The example's relay for its `relayed` addresses: its first request is answered `503`
+/// with `Retry-After: 1`, every later one `200` with `{"id": "relay-1"}`.
+fn relay() -> Relay {
+    Relay::start(|_: &Relayed, before: &[Relayed]| {
+        if before.is_empty() {
+            (
+                "503 Service Unavailable",
+                "retry-after: 1\r\n",
+                "relay busy".to_owned(),
+            )
+        } else {
+            (
+                "200 OK",
+                "content-type: application/json\r\n",
+                r#"{"id": "relay-1"}"#.to_owned(),
+            )
         }
-        head.push(line.trim_end().to_owned());
-    }
-    let header = |name: &str| {
-        head.iter().skip(1).find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            key.eq_ignore_ascii_case(name)
-                .then(|| value.trim().to_owned())
-        })
-    };
-    let length: usize = header("content-length").map_or(0, |n| n.parse().unwrap_or(0));
-    let mut body = vec![0; length];
-    let _ = reader.read_exact(&mut body);
-    Relayed {
-        line: head.first().cloned().unwrap_or_default(),
-        authorization: header("authorization"),
-        body: String::from_utf8_lossy(&body).into_owned(),
-    }
+    })
 }
 
 /// `jobhost new --lang python NAME` in `work`, whose plugin directory is `plugins/`.
@@ -181,14 +114,14 @@ fn a_python_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_d
 
     // The example's grants: the relay's origin, its URL as a config value and its token as
     // a secret from the environment, under the section its file names.
-    let relay = Relay::start();
+    let relay = relay();
     write_grants(
         &work.path().join("jobhost.toml"),
         &format!(
             "[plugins.email_sender_py]\nallowed_outbound_hosts = [\"{origin}\"]\n\
              [plugins.email_sender_py.config]\nrelay_url = \"{origin}\"\n\
              [plugins.email_sender_py.secrets]\nrelay_token = {{ env = \"RELAY_TOKEN\" }}\n",
-            origin = relay.origin
+            origin = relay.origin()
         ),
     );
     let mut run = jobhost();
@@ -240,10 +173,14 @@ fn a_python_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_d
     );
     line_of(&host, &relayed, &["email relayed", r#"relay_id="relay-1""#]);
     line_of(&host, &relayed, &["job completed", "attempt=1"]);
-    let requests = relay.requests();
+    let requests = relay.received();
     assert_eq!(requests.len(), 2, "one request per run: {requests:?}");
     for request in &requests {
-        assert_eq!(request.line, "POST /send HTTP/1.1", "{request:?}");
+        assert_eq!(
+            (request.method.as_str(), request.path.as_str()),
+            ("POST", "/send"),
+            "{request:?}"
+        );
         assert_eq!(
             request.authorization.as_deref(),
             Some(format!("Bearer {RELAY_TOKEN}").as_str()),

@@ -1,8 +1,13 @@
 //! What the tests of plugins in guest languages (`cli_js`, `cli_python`) share: the
-//! language's example email sender, copied with its SDK pointed at this checkout, and the
-//! jobs every email sender is put through on a running host.
+//! language's example email sender, copied with its SDK pointed at this checkout, the
+//! jobs every email sender is put through on a running host, and the local [`Relay`] its
+//! HTTP calls go to.
 
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::cli::{Host, PROCESSING, json_of, logged_id};
 
@@ -81,4 +86,97 @@ pub fn email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_up
     assert!(deferred.contains("delay=1s"), "{deferred}");
     line_of(host, &greylisted, &["email sent"]);
     receipted("greylisted@example.com", "1");
+}
+
+/// One request a [`Relay`] received.
+#[derive(Debug, Clone)]
+pub struct Relayed {
+    pub method: String,
+    /// The request target: path and query.
+    pub path: String,
+    pub authorization: Option<String>,
+    pub body: String,
+}
+
+/// What a [`Relay`] answers: a status line (`"503 Service Unavailable"`), extra header
+/// lines each ending in CRLF, and a body.
+pub type Answer = (&'static str, &'static str, String);
+
+/// A local HTTP server an example's calls go to: it records every request and answers it
+/// as `answer` says, given the request and the ones received before it. One request per
+/// connection, each closed after its answer.
+pub struct Relay {
+    pub addr: SocketAddr,
+    received: Arc<Mutex<Vec<Relayed>>>,
+}
+
+impl Relay {
+    pub fn start(answer: impl Fn(&Relayed, &[Relayed]) -> Answer + Send + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a local port");
+        let addr = listener.local_addr().expect("its address");
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&received);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().map_while(Result::ok) {
+                let Ok(request) = read_request(&stream) else {
+                    continue;
+                };
+                let mut log = log.lock().expect("the relay's log");
+                let (status, headers, body) = answer(&request, &log);
+                log.push(request);
+                drop(log);
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = (&stream).write_all(answer.as_bytes());
+            }
+        });
+        Self { addr, received }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received so far, in order.
+    pub fn received(&self) -> Vec<Relayed> {
+        self.received.lock().expect("the relay's log").clone()
+    }
+}
+
+/// One HTTP/1.1 request with a `content-length` body, as the host sends it.
+fn read_request(stream: &TcpStream) -> std::io::Result<Relayed> {
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next(), parts.next());
+    let (method, path) = (
+        method.unwrap_or_default().to_owned(),
+        path.unwrap_or_default().to_owned(),
+    );
+    let (mut length, mut authorization) = (0, None);
+    loop {
+        line.clear();
+        reader.read_line(&mut line)?;
+        let Some((name, value)) = line.trim_end().split_once(':') else {
+            break;
+        };
+        match name.to_ascii_lowercase().as_str() {
+            "content-length" => length = value.trim().parse().unwrap_or(0),
+            "authorization" => authorization = Some(value.trim().to_owned()),
+            _ => {}
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    Ok(Relayed {
+        method,
+        path,
+        authorization,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
