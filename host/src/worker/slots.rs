@@ -15,7 +15,8 @@
 //!   wave: 100 ms at the median and 600 ms at p99 beside a saturated queue of 1,000 such
 //!   jobs (BENCHMARKS.md, "Jobs that wait").
 //! - A queue's own slot goes back to the shared ones when the host stops consuming the
-//!   queue, once the job holding it (if any) is done.
+//!   queue (its plugin removed or changed), once the job holding it (if any) is done. A
+//!   paused queue is still consumed in this sense and keeps its slot, idle.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
