@@ -34,10 +34,12 @@ impl Service {
                     return;
                 }
                 let Ok(mut stream) = stream else { continue };
-                // One request per connection: its head and its small body, then the answer.
+                // One request per connection: its head and its whole body, then the answer.
+                // A body left unread would make the close a reset, which the guest may
+                // meet while it still writes the body.
                 let mut seen = Vec::new();
                 let mut buf = [0; 4096];
-                while !String::from_utf8_lossy(&seen).contains("\r\n\r\n") {
+                while !request_read(&seen) {
                     match stream.read(&mut buf) {
                         Ok(0) | Err(_) => break,
                         Ok(n) => seen.extend_from_slice(&buf[..n]),
@@ -59,6 +61,22 @@ impl Service {
         // Wake the accept loop so it sees the flag and drops the listener.
         let _ = std::net::TcpStream::connect(self.origin.trim_start_matches("http://"));
     }
+}
+
+/// Whether `seen` holds a whole request: its head and as many body bytes as its
+/// `content-length` says.
+fn request_read(seen: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(seen);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let length = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    body.len() >= length
 }
 
 /// A working directory holding `plugins/replayable.wasm` and a grants file granting it
