@@ -150,7 +150,8 @@ impl Handler for Starts {
 #[tokio::test(start_paused = true)]
 async fn a_queue_whose_slow_jobs_fill_the_host_does_not_hold_back_another_queues_job() {
     // `q`'s prefetch lets its 1 s jobs take every slot at once, so they end together and
-    // no shared slot frees for a second: `f`'s job runs in the slot `f` keeps.
+    // no shared slot frees for a second: `f`'s job runs in the slot `f` keeps since its
+    // first job.
     let (slow, starts) = (Arc::new(Slow::default()), Arc::new(Starts::default()));
     let mut busy = QueueConfig::new("q");
     busy.prefetch = 100;
@@ -171,6 +172,10 @@ async fn a_queue_whose_slow_jobs_fill_the_host_does_not_hold_back_another_queues
         },
     )
     .await;
+    // `f` has had a job before, so it keeps a slot of its own.
+    h.enqueue("fast", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    starts.0.lock().expect("not poisoned").clear();
     for i in 0..40 {
         h.enqueue("slow", json!({ "i": i })).await;
     }
