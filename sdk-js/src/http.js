@@ -43,14 +43,33 @@ const OPTIONS = ["headers", "body", "json", "timeout", "followRedirects"];
 /** The request a response answers, for its reasons (`GET http://host/path`). */
 const LABEL = Symbol("label");
 
+/** What a request and a response share: their headers and body, and how to read them. */
+class Message {
+  /** The value of its first header `name` (case-insensitive). */
+  header(name) {
+    return find(this.headers, name);
+  }
+
+  /** Its body as UTF-8 text; throws a TypeError when it is not. */
+  text() {
+    return new TextDecoder("utf-8", { fatal: true }).decode(this.body);
+  }
+
+  /** Its body parsed as JSON. */
+  json() {
+    return JSON.parse(this.text());
+  }
+}
+
 /** A request as sent: what a test's responder sees and `run.requests` records. */
-export class Request {
+export class Request extends Message {
   /**
    * @param {string} method
    * @param {string} url
    * @param {{ headers?: [string, string][], body?: Uint8Array, timeoutMs?: number }} [parts]
    */
   constructor(method, url, { headers = [], body = new Uint8Array(), timeoutMs } = {}) {
+    super();
     this.method = method;
     this.url = url;
     /** @type {[string, string][]} every header, in order */
@@ -61,21 +80,6 @@ export class Request {
     this.timeoutMs = timeoutMs;
   }
 
-  /** The value of its first header `name` (case-insensitive). */
-  header(name) {
-    return find(this.headers, name);
-  }
-
-  /** Its body as UTF-8 text. */
-  text() {
-    return new TextDecoder("utf-8", { fatal: true }).decode(this.body);
-  }
-
-  /** Its body parsed as JSON. */
-  json() {
-    return JSON.parse(this.text());
-  }
-
   /** `GET http://host/path`: without query, fragment or user information, bounded. */
   get label() {
     return `${this.method} ${redacted(this.url)}`;
@@ -83,7 +87,7 @@ export class Request {
 }
 
 /** A response: its status, headers and whole body. */
-export class Response {
+export class Response extends Message {
   /**
    * A response with `status`, as a test's responder answers.
    * @param {number} status
@@ -94,27 +98,13 @@ export class Response {
     if (!Number.isInteger(status) || status < 100 || status > 999) {
       throw new TypeError(`a status is an integer from 100 to 999, got ${String(status)}`);
     }
+    super();
     this.status = status;
     /** @type {[string, string][]} every header, in order */
     this.headers = headerList(headers);
     /** @type {Uint8Array} */
     this.body = json === undefined ? bytes(body) : utf8(JSON.stringify(json));
     this[LABEL] = "";
-  }
-
-  /** The value of the first header `name` (case-insensitive). */
-  header(name) {
-    return find(this.headers, name);
-  }
-
-  /** The body as UTF-8 text; throws a TypeError when it is not. */
-  text() {
-    return new TextDecoder("utf-8", { fatal: true }).decode(this.body);
-  }
-
-  /** The body parsed as JSON. */
-  json() {
-    return JSON.parse(this.text());
   }
 
   /**
