@@ -28,6 +28,8 @@
 //!   orders (pause, resume, cancel) for as long as the host runs.
 //! - A [`Scheduler`] fires the grants file's schedules, leading the fleet's schedulers or
 //!   standing by (see [`crate::schedule`]).
+//! - A batch [`Keeper`] folds the fleet's batch log into the [`Board`] the admin API
+//!   reads and fires the callbacks that fall due (see [`crate::batches`]).
 //! - Shutdown stops the watch and the admin API and lets the worker drain (its grace
 //!   period); `run` returns once all of them are done.
 
@@ -42,6 +44,7 @@ use tracing::{error, info, warn};
 
 use crate::activity::Activity;
 use crate::admin::{self, AdminAccess, AdminBackend, AdminState};
+use crate::batches::{Board, Keeper};
 use crate::broker;
 use crate::files::{self, Rules};
 use crate::grants::{Grants, GrantsError, HostSecrets};
@@ -169,6 +172,7 @@ pub async fn run<B: AdminBackend>(
         telemetry,
         grants: engine.grants().clone(),
         fleet: config.worker.fleet.clone(),
+        batches: Board::default(),
     };
     serve(loader, dir, admin, state, config, shutdown).await;
     Ok(())
@@ -275,6 +279,10 @@ async fn serve<B: AdminBackend>(
         state.telemetry.clone(),
     );
     tasks.spawn(scheduler.run(shutdown.clone()));
+    // Every host folds the batch log, so any of them answers for a batch and fires what
+    // falls due.
+    let keeper = Keeper::new(backend.clone(), plugins.clone(), state.batches.clone());
+    tasks.spawn(keeper.run(shutdown.clone()));
     tasks.spawn(admin::serve(admin, state, shutdown.clone()));
     Worker::new(backend, plugins, worker).run(shutdown).await;
     while tasks.join_next().await.is_some() {}

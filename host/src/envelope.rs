@@ -16,6 +16,10 @@
 //! it, because the job still holds its key while it waits; the host that settles the job
 //! for good releases it; a replay clears it. A value that does not name a lock is ignored.
 //!
+//! `batch` is jobhost's own as well: the batch the job is a member of (see
+//! `crate::batches`), omitted when none; a value that is not a UUID makes the body a
+//! malformed envelope.
+//!
 //! The trace context is not in the body: it travels in the message's `traceparent` and
 //! `tracestate` headers (see [`crate::trace`]), which [`Envelope::trace`] holds on its way
 //! to and from the broker.
@@ -64,6 +68,11 @@ pub struct Envelope {
     /// good records its outcome beside the firing (see `crate::schedule`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
+    /// The batch the job is a member of, if any: the host that settles it for good
+    /// records how it ended in the fleet's batch log before it acks it (see
+    /// `crate::batches`). Retries, deferrals and replays keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Uuid>,
     /// The trace context of the message's headers, not of its body: set by the worker and
     /// producers before a publish, read from the headers by the broker.
     #[serde(skip)]
@@ -84,6 +93,8 @@ impl PartialEq for Envelope {
             && self.correlation_id == other.correlation_id
             && self.expires_at_ms == other.expires_at_ms
             && self.unique_lock == other.unique_lock
+            && self.schedule == other.schedule
+            && self.batch == other.batch
             && self.trace == other.trace
             && self.payload.get() == other.payload.get()
     }
@@ -114,6 +125,7 @@ impl Envelope {
             expires_at_ms: None,
             unique_lock: None,
             schedule: None,
+            batch: None,
             trace: None,
             payload,
         }

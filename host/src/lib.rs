@@ -4,6 +4,7 @@
 //! - [`activity`]: what the host did lately (reloads, failures, per-queue counts), for the dashboard.
 //! - [`app`]: a running host: plugin directory, hot reload, worker and admin API together.
 //! - [`admin`]: the local admin HTTP API (server and client) that the CLI talks to.
+//! - [`batches`]: jobs enqueued together, with callbacks fired once across the fleet.
 //! - [`grants`]: what the operator grants each plugin in `jobhost.toml`: outbound origins,
 //!   limits, config values and secrets.
 //! - [`files`]: reading a file the host does not control: regular, capped, never blocking.
@@ -37,6 +38,7 @@
 pub mod activity;
 pub mod admin;
 pub mod app;
+pub mod batches;
 pub mod broker;
 pub mod envelope;
 pub mod files;

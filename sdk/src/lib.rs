@@ -10,6 +10,7 @@
 //! - [`limits`]: fleet-wide concurrency caps and rate limits a plugin declares on its
 //!   queues and job types, in the grammar the operator's grants file writes them.
 //! - [`schedule`]: periodic jobs a job type declares, fired once per tick by the fleet.
+//! - [`batch`]: the payload of a batch's callback job.
 //! - [`plugin!`], [`JobContext`], [`Level`], [`EnqueueError`]: export a crate as a plugin;
 //!   what a handler may ask of the host (structured logs, typed follow-up jobs).
 //! - [`config`]: the configuration values and secrets the operator gives the plugin.
@@ -29,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+pub mod batch;
 pub mod config;
 mod duration;
 mod error;

@@ -162,6 +162,28 @@ impl AdminClient {
         self.call(Method::POST, "/jobs", Some(request)).await
     }
 
+    /// `POST /batches`: open a batch.
+    pub async fn open_batch(
+        &self,
+        request: &crate::batches::BatchRequest,
+    ) -> Result<crate::batches::BatchOpened, ClientError> {
+        self.call(Method::POST, "/batches", Some(request)).await
+    }
+
+    /// `GET /batches`: the newest batches.
+    pub async fn batches(&self) -> Result<Vec<crate::batches::BatchView>, ClientError> {
+        self.call(Method::GET, "/batches", None::<&()>).await
+    }
+
+    /// `GET /batches/{batch_id}`: one batch.
+    pub async fn batch(
+        &self,
+        batch_id: uuid::Uuid,
+    ) -> Result<crate::batches::BatchView, ClientError> {
+        self.call(Method::GET, &format!("/batches/{batch_id}"), None::<&()>)
+            .await
+    }
+
     /// `GET /dead/{queue}?limit=N`.
     pub async fn dead_letters(
         &self,

@@ -4,15 +4,17 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::broker::{
-    Backend, BrokerError, Control, DeadLetters, MemoryBackend, QueueDepth, RabbitMqBackend,
-    Recordings, Schedules,
+    Backend, Batches, BrokerError, Control, DeadLetters, MemoryBackend, QueueDepth,
+    RabbitMqBackend, Recordings, Schedules,
 };
 
 /// A backend the admin API can serve: the worker's [`Backend`], the operator's
 /// [`DeadLetters`] and [`Control`] of the fleet, the schedulers' [`Schedules`], the recorded
-/// attempts ([`Recordings`]), and the depths
+/// attempts ([`Recordings`]), the batch log ([`Batches`]), and the depths
 /// the dashboard shows.
-pub trait AdminBackend: Backend + DeadLetters + Control + Schedules + Recordings + Clone {
+pub trait AdminBackend:
+    Backend + DeadLetters + Control + Schedules + Recordings + Batches + Clone
+{
     /// `"memory"` or `"rabbitmq"`, for `/healthz` and logs.
     const KIND: &'static str;
 

@@ -1,4 +1,4 @@
-//! The local admin API: what `jobhost plugins|policy|enqueue|dead|queue|job|schedules|dashboard` ask a
+//! The local admin API: what `jobhost plugins|policy|enqueue|batches|dead|queue|job|schedules|dashboard` ask a
 //! running host.
 //!
 //! The host serves it on loopback (`127.0.0.1:7878` by default). It answers only to
@@ -31,6 +31,9 @@
 //! | `POST /queues/{queue}/pause` | [`OrderRequest`](api::OrderRequest) -> [`Order`](api::Order): the fleet stops consuming the queue | token, or session from the page |
 //! | `POST /queues/{queue}/resume` | [`OrderRequest`](api::OrderRequest) -> [`Order`](api::Order): the fleet consumes it again | token, or session from the page |
 //! | `POST /jobs/{job_id}/cancel` | [`OrderRequest`](api::OrderRequest) -> [`Order`](api::Order): the job is cancelled wherever it is | token, or session from the page |
+//! | `POST /batches` | [`BatchRequest`](crate::batches::BatchRequest) -> [`BatchOpened`](crate::batches::BatchOpened): the jobs enqueued as one batch with callbacks (see [`crate::batches`]) | token, or session from the page |
+//! | `GET /batches` | the newest [`BatchView`](crate::batches::BatchView)s, at most [`BATCHES_LISTED`] | token or session |
+//! | `GET /batches/{batch_id}` | one [`BatchView`](crate::batches::BatchView): done, dead and pending of the total, each callback | token or session |
 //! | `GET /schedules` | [`ScheduleView`](api::ScheduleView)s: each schedule of the grants file, its next tick and last firings (see [`crate::schedule`]) | token or session: payload-free, but the fleet's timing |
 //!
 //! The server takes at most [`MAX_CONNECTIONS`] connections at once and closes one that
@@ -69,8 +72,8 @@ pub use client::{AdminClient, ClientError};
 pub use dead::AdminBackend;
 pub use jobs::enqueue;
 pub use server::{
-    DEFAULT_DEAD_LIMIT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_DEAD_LIMIT, MAX_RECORDINGS_ASKED,
-    router, serve,
+    BATCHES_LISTED, DEFAULT_DEAD_LIMIT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_DEAD_LIMIT,
+    MAX_RECORDINGS_ASKED, router, serve,
 };
 pub use session::{LOGIN_LIFETIME, MAX_PENDING_LOGINS, MAX_SESSIONS, SESSION_LIFETIME};
 pub use state::AdminState;

@@ -28,6 +28,7 @@ use super::dead::AdminBackend;
 use super::error::ApiError;
 use super::jobs::enqueue;
 use super::state::AdminState;
+use crate::batches::{self, BatchOpened, BatchRequest, BatchView, OpenError};
 use crate::broker::{BrokerError, dead_letter_queue_name};
 use crate::job::Recording;
 use crate::producer::EnqueueOptions;
@@ -74,6 +75,8 @@ fn routes<B: AdminBackend>(state: AdminState<B>, shutdown: CancellationToken) ->
         .route("/queues/{queue}/{action}", post(pause_or_resume::<B>))
         .route("/jobs/{job_id}/cancel", post(cancel_job::<B>))
         .route("/schedules", get(schedules::<B>))
+        .route("/batches", get(list_batches::<B>).post(open_batch::<B>))
+        .route("/batches/{batch_id}", get(one_batch::<B>))
         .route("/recordings/{job_id}", get(recordings::<B>))
         .route("/recordings", post(find_recordings::<B>))
         .with_state(state)
@@ -185,6 +188,43 @@ async fn schedules<B: AdminBackend>(
         views.push(ScheduleView::of(&name, from, &schedule, now_ms, firings));
     }
     Ok(Json(views))
+}
+
+/// How many batches `GET /batches` lists: the newest opened.
+pub const BATCHES_LISTED: usize = 100;
+
+async fn list_batches<B: AdminBackend>(State(state): Shared<B>) -> Json<Vec<BatchView>> {
+    Json(state.batches.views(BATCHES_LISTED))
+}
+
+async fn one_batch<B: AdminBackend>(
+    State(state): Shared<B>,
+    Path(batch_id): Path<Uuid>,
+) -> Result<Json<BatchView>, ApiError> {
+    state.batches.view(batch_id).map(Json).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no batch {batch_id} in the batch log this host follows (it may not have read its opening yet)"),
+        )
+    })
+}
+
+async fn open_batch<B: AdminBackend>(
+    State(state): Shared<B>,
+    Json(request): Json<BatchRequest>,
+) -> Result<Json<BatchOpened>, ApiError> {
+    let opened = batches::open(&state.backend, &state.plugins.current(), request)
+        .await
+        .map_err(|error| {
+            let status = match &error {
+                OpenError::NoHandler(_) => StatusCode::NOT_FOUND,
+                OpenError::Invalid(_) => StatusCode::BAD_REQUEST,
+                OpenError::NotOpened(_) | OpenError::Partial { .. } => StatusCode::BAD_GATEWAY,
+            };
+            ApiError::new(status, error.to_string())
+        })?;
+    tracing::info!(batch = %opened.batch_id, jobs = opened.job_ids.len(), "batch opened");
+    Ok(Json(opened))
 }
 
 async fn policy<B: AdminBackend>(

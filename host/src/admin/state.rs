@@ -31,4 +31,6 @@ pub struct AdminState<B> {
     pub grants: SharedGrants,
     /// What the fleet's operators paused, as the worker knows it.
     pub fleet: Fleet,
+    /// The fleet's batches, as this host folded its batch log.
+    pub batches: crate::batches::Board,
 }

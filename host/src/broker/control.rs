@@ -170,6 +170,8 @@ pub trait Control: Send + Sync + 'static {
 /// The fleet's orders as one host receives them.
 pub trait Follower: Send + 'static {
     /// The next order (or a rejoin), waiting for one; `None` once the backend is closed.
+    /// Not cancel-safe: an order taken off the broker when the future is dropped is lost
+    /// to this follower (until it rejoins).
     fn next(&mut self) -> impl Future<Output = Option<Followed>> + Send;
 }
 

@@ -1,8 +1,8 @@
 //! Where jobs wait: the [`Backend`] seam and its two implementations, what an operator
 //! does with dead letters on either ([`DeadLetters`]), and what an operator tells the
 //! whole fleet through either: pause, resume, cancel ([`Control`]), and what the fleet's
-//! schedulers keep there: who leads, each schedule's last firings ([`Schedules`]), and the
-//! fleet's recorded attempts ([`Recordings`]).
+//! schedulers keep there: who leads, each schedule's last firings ([`Schedules`]), the
+//! fleet's recorded attempts ([`Recordings`]), and the log of its batches ([`Batches`]).
 //!
 //! The seam is shaped after RabbitMQ's topology (see docs/architecture.md, "Wire format
 //! and topology"): a work queue `q`, its dead-letter queue `q.dead`, and one hold queue
@@ -23,6 +23,7 @@
 //! - a rate limit's [`Tokens`] are shared by every host on the broker: one comes every
 //!   `interval`, at most `burst` wait, and a token taken is spent.
 
+mod batches;
 mod control;
 mod dead;
 mod hold;
@@ -44,6 +45,11 @@ use crate::envelope::Envelope;
 use crate::policy::{DelayTooLong, HoldDelay};
 use crate::trace::TraceContext;
 
+pub use batches::{
+    BATCH_MAX, BATCHES_RETENTION, BATCHES_STREAM, BadBatchRecord, BatchFollower, BatchRecord,
+    Batches, CONTEXT_MAX_BYTES, Callback, Callbacks, MEMORY_RECORDS, MemberEnd, Opened,
+    RECORD_MAX_BYTES,
+};
 pub use control::{
     BadOrder, CONTROL_RETENTION, CONTROL_STREAM, Command, Control, Followed, Follower,
     MAX_ORDER_BYTES, MEMORY_ORDERS, Order, paused_marker_name,
@@ -56,13 +62,13 @@ pub use hold::{
     HoldQueue, MAX_HOLD_DELAY, SHORT_STRING_MAX, dead_letter_queue_name, queue_name_rule,
 };
 pub use memory::{
-    DeadLetter, HeldMessage, MemoryBackend, MemoryConsumer, MemoryDelivery, MemoryFollower,
-    MemoryLease,
+    DeadLetter, HeldMessage, MemoryBackend, MemoryBatchFollower, MemoryConsumer, MemoryDelivery,
+    MemoryFollower, MemoryLease,
 };
 pub use permits::Permits;
 pub use rabbitmq::{
-    RabbitMqBackend, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower, RabbitMqLease,
-    RabbitMqOptions, ReconnectBackoff,
+    RabbitMqBackend, RabbitMqBatchFollower, RabbitMqConsumer, RabbitMqDelivery, RabbitMqFollower,
+    RabbitMqLease, RabbitMqOptions, ReconnectBackoff,
 };
 pub use recordings::{
     KeptRecording, LOOKUP_MAX_BYTES, MEMORY_RECORDINGS_KEPT, MEMORY_RECORDINGS_MAX_BYTES,
@@ -133,6 +139,20 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), BrokerError>> + Send {
         let _ = (lock, job_id);
         std::future::ready(Ok(()))
+    }
+
+    /// Append `record` to the fleet's batch log (see [`Batches`]). Returns once the broker
+    /// has it. A backend that keeps no batch log refuses.
+    fn record_batch(
+        &self,
+        record: &BatchRecord,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        let _ = record;
+        let refused = BrokerError::Refused {
+            queue: BATCHES_STREAM.to_owned(),
+            reason: "this backend keeps no batches".to_owned(),
+        };
+        std::future::ready(Err(refused))
     }
 
     /// Take one of `permits` without waiting: `None` when all of them are held, fleet-wide
@@ -383,6 +403,13 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         job_id: Uuid,
     ) -> impl Future<Output = Result<(), BrokerError>> + Send {
         (**self).release_unique(lock, job_id)
+    }
+
+    fn record_batch(
+        &self,
+        record: &BatchRecord,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        (**self).record_batch(record)
     }
 
     fn take_permit(

@@ -3,6 +3,7 @@
 //! Exit codes: 0 done, 1 the operation failed, 2 usage (from clap), 3 the host or the
 //! broker cannot be reached.
 
+mod batches;
 mod broker_access;
 mod build;
 mod build_js;
@@ -108,6 +109,9 @@ enum Command {
     },
     /// List the grants file's schedules: next firing and last firings (when, host, job id).
     Schedules(ClientArgs),
+    /// Show the newest batches, or one: completed, dead and pending of the total, and
+    /// each callback (`enqueue --batch` opens one).
+    Batches(BatchesArgs),
     /// Replay a recorded attempt offline, with its plugin version or another (`--plugin`).
     Replay(replay::ReplayArgs),
     /// Print a link that signs a browser in to the running host's dashboard (good once,
@@ -317,6 +321,30 @@ struct EnqueueArgs {
     /// Join this W3C trace (`00-{trace id}-{parent id}-{flags}`) instead of starting one.
     #[arg(long, value_name = "TRACEPARENT", value_parser = traceparent)]
     traceparent: Option<TraceContext>,
+    /// Enqueue one job of JOB_TYPE per element of the payload, a JSON array, as one
+    /// batch, through the running host's API; the callbacks fire once across the fleet.
+    #[arg(long, conflicts_with_all = ["delay", "expires_in", "unique", "queue", "traceparent"])]
+    batch: bool,
+    /// With `--batch`: the job type enqueued once every job completed.
+    #[arg(long, value_name = "JOB_TYPE", requires = "batch")]
+    on_success: Option<String>,
+    /// With `--batch`: the job type enqueued once every job ended, completed or dead.
+    #[arg(long, value_name = "JOB_TYPE", requires = "batch")]
+    on_complete: Option<String>,
+    /// With `--batch`: the job type enqueued at the first job dead-lettered.
+    #[arg(long, value_name = "JOB_TYPE", requires = "batch")]
+    on_death: Option<String>,
+    /// With `--batch`: JSON each callback's payload carries as `context`.
+    #[arg(long, value_name = "JSON", value_parser = json, requires = "batch")]
+    context: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Args)]
+struct BatchesArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// One batch, by its id.
+    batch_id: Option<uuid::Uuid>,
 }
 
 #[derive(Debug, Args)]
@@ -469,6 +497,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Job { action } => control::job(action).await,
         Command::Dashboard(args) => dashboard::run(args).await,
         Command::Schedules(args) => schedules::run(args).await,
+        Command::Batches(args) => batches::show(args).await,
         Command::Replay(args) => replay::run(args).await,
     }
 }

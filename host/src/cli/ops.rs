@@ -29,6 +29,9 @@ const BROKER_PATIENCE: Duration = Duration::from_secs(5);
 
 /// `jobhost enqueue JOB_TYPE JSON`.
 pub(super) async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
+    if args.batch {
+        return super::batches::enqueue(args).await;
+    }
     let client = admin_client(&args.client)?;
     let enqueued = match args.client.broker.amqp() {
         None => {

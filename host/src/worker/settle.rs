@@ -3,6 +3,10 @@
 //! An expired job is published to the dead-letter queue like a dead letter, with its
 //! expiry as the reason, and observed as [`Settled::Expired`].
 //!
+//! A batch member settled for good has how it ended appended to the fleet's batch log
+//! after the publish and before the ack; a failure to append leaves the delivery to the
+//! broker like a failed publish.
+//!
 //! A job that holds a unique lock lets go of it once it is settled for good (acked as
 //! completed, dead-lettered, expired), after its ack, so the key is never free while the
 //! job can still come back; a retry or deferral keeps it, because the job still waits. A
@@ -20,7 +24,9 @@ use uuid::Uuid;
 use super::Shared;
 use super::observe::Observation;
 use super::unsettled::MessageKey;
-use crate::broker::{Backend, BrokerError, Consumer, DeadLetterOut, Delivery, UniqueLock};
+use crate::broker::{
+    Backend, BatchRecord, BrokerError, Consumer, DeadLetterOut, Delivery, MemberEnd, UniqueLock,
+};
 use crate::envelope::Envelope;
 use crate::job::{Cancellation, DeadCause, Expired, Settled, Throttle};
 use crate::policy::HoldDelay;
@@ -212,6 +218,15 @@ impl<'a, B: Backend> Settling<'a, B> {
             }
             Err(err) => return self.unsettled(delivery, key, &err).await,
         };
+        if let Some(end) = batch_end(job, &settlement)
+            && let Err(err) = self.shared.backend.record_batch(&end).await
+        {
+            if !err.is_permanent() {
+                return self.unsettled(delivery, key, &err).await;
+            }
+            let error = bounded(&err.to_string(), REASON_MAX).into_owned();
+            warn!(%error, "the batch log refused how a member ended: its batch will not count it");
+        }
         let unique = settlement
             .is_final()
             .then(|| unique_lock(job, delivery.body()))
@@ -370,4 +385,25 @@ pub(super) fn unique_lock(job: Option<&Envelope>, body: &[u8]) -> Option<(Unique
         Some(job) => lock_of(job),
         None => lock_of(&Envelope::decode(body).ok()?),
     }
+}
+
+/// How a batch member ended, for the batch log: recorded before its ack, so a host that
+/// dies in between leaves the member to be redelivered and recorded again, never lost
+/// (the fold counts a member once, see `crate::batches`).
+fn batch_end(job: Option<&Envelope>, settlement: &Settlement) -> Option<BatchRecord> {
+    let job = job?;
+    let end = match settlement {
+        Settlement::Ack { .. } => MemberEnd::Completed,
+        Settlement::DeadLetter { .. }
+        | Settlement::Expire { .. }
+        | Settlement::Cancelled { .. } => MemberEnd::Dead,
+        Settlement::Retry { .. } | Settlement::Defer { .. } | Settlement::Throttled { .. } => {
+            return None;
+        }
+    };
+    Some(BatchRecord::End {
+        batch: job.batch?,
+        job_id: job.job_id,
+        end,
+    })
 }

@@ -75,6 +75,7 @@ async fn api() -> Api {
         telemetry: Telemetry::none(),
         grants: SharedGrants::default(),
         fleet: Fleet::default(),
+        batches: jobhost::batches::Board::default(),
     };
     let stop = CancellationToken::new();
     tokio::spawn(admin::serve(listener, state, stop.clone()));

@@ -79,6 +79,7 @@ async fn host_on(backend: &MemoryBackend, stop: &CancellationToken) -> String {
         telemetry: Telemetry::none(),
         grants: SharedGrants::default(),
         fleet: Fleet::default(),
+        batches: jobhost::batches::Board::default(),
     };
     tokio::spawn(admin::serve(listener, state, stop.clone()));
     addr.to_string()

@@ -248,6 +248,7 @@ async fn the_hold_queue_gauge_counts_what_waits_in_a_queues_hold_queues_at_the_s
         telemetry: Telemetry::none(),
         grants: jobhost::grants::SharedGrants::default(),
         fleet: Fleet::default(),
+        batches: jobhost::batches::Board::default(),
     };
     let stop = CancellationToken::new();
     tokio::spawn(admin::serve(listener, state, stop.clone()));

@@ -1,5 +1,5 @@
 //! The `jobhost` binary as a user runs it, on the memory backend: `jobhost run` driven
-//! through its client commands (enqueue, dead letters, pausing and cancelling, exit codes,
+//! through its client commands (enqueue, batches, dead letters, pausing and cancelling, exit codes,
 //! Ctrl-C), the grants file, `jobhost dev`, `jobhost new` + `jobhost build` (Rust,
 //! JavaScript and Python plugins), `jobhost replay` and a probation's rollback, and how
 //! errors print their causes.
@@ -15,6 +15,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cli_batches;
 mod cli_dev;
 mod cli_grants;
 mod cli_js;

@@ -2,7 +2,8 @@
 //! queues and their sweeper, quorum queues, expiry, unique jobs, caps and rates, trace
 //! context, hostile messages, reconnects and stops, hot reload under load, `queuey`
 //! interoperability, the operator's dead-letter helpers, credentials, fleets of `jobhost
-//! run` processes (pause, resume and cancel; a schedule through a SIGKILL of its leader),
+//! run` processes (pause, resume and cancel; a schedule through a SIGKILL of its leader;
+//! batches and their callbacks through a SIGKILL),
 //! and a Python plugin built and run as a user does. Also the typed producer, on the memory
 //! backend.
 //!
@@ -25,6 +26,7 @@ mod support;
 
 mod producer;
 mod rabbitmq_admin;
+mod rabbitmq_batches;
 mod rabbitmq_caps;
 mod rabbitmq_connect;
 mod rabbitmq_control;

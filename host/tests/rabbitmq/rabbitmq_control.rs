@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 use crate::support;
 use crate::support::cli::{
-    Host, PROCESSING, STARTUP, jobhost, json_of, logged_id, logs, stdout_of, write_grants,
+    Host, PROCESSING, STARTUP, json_of, logged_id, logs, stdout_of, write_grants,
 };
 use crate::support::faults::ledger::{Ledger, LedgerQueues, fresh_ids, publish_all};
 use crate::support::{
@@ -37,33 +37,12 @@ use crate::support::{
     unique, within,
 };
 
-/// `jobhost run --amqp URL` on a plugin directory holding `fixture`, once its admin API
-/// listens.
-fn start(fixture: &str, url: &str) -> Host {
-    start_configured(fixture, url, None)
-}
-
-/// [`start`], with the grants file `config` when there is one.
-fn start_configured(fixture: &str, url: &str, config: Option<&std::path::Path>) -> Host {
-    let dir = tempfile::tempdir().expect("a temp plugin directory");
-    std::fs::copy(
-        jobhost_fixtures::wasm(fixture),
-        dir.path().join(format!("{fixture}.wasm")),
-    )
-    .expect("the fixture copies into the plugin directory");
-    let mut command = jobhost();
-    command
-        .args(["run", "--amqp", url, "--plugins"])
-        .arg(dir.path());
-    if let Some(config) = config {
-        command.arg("--config").arg(config);
-    }
-    tokio::task::block_in_place(|| Host::spawn(command, dir, STARTUP))
-}
-
 /// Two hosts of `fixture` on the broker at `url`, once each consumes `queue`.
 fn fleet(fixture: &str, url: &str, queue: &str) -> [Host; 2] {
-    let hosts = [start(fixture, url), start(fixture, url)];
+    let hosts = [
+        Host::on_broker(fixture, url, None),
+        Host::on_broker(fixture, url, None),
+    ];
     for host in &hosts {
         consuming(host, queue, 0);
     }
@@ -122,7 +101,10 @@ async fn a_pause_survives_a_restart_of_every_host_and_a_held_job_cancelled_never
 
     // Every host killed and started again: the pause is in the broker, not in a host.
     drop(hosts);
-    let hosts = [start("ledger", &queues.url), start("ledger", &queues.url)];
+    let hosts = [
+        Host::on_broker("ledger", &queues.url, None),
+        Host::on_broker("ledger", &queues.url, None),
+    ];
     for host in &hosts {
         logs(host, STARTUP, &["queue paused by an operator", work_queue]);
         consuming(host, done_queue, 0);
@@ -210,8 +192,8 @@ async fn a_queue_paused_in_the_grants_file_is_consumed_by_no_host_until_the_file
         &format!("[queues.\"{work_queue}\"]\npaused = true\n"),
     );
     let hosts = [
-        start_configured("ledger", &queues.url, Some(&grants_file)),
-        start_configured("ledger", &queues.url, Some(&grants_file)),
+        Host::on_broker("ledger", &queues.url, Some(&grants_file)),
+        Host::on_broker("ledger", &queues.url, Some(&grants_file)),
     ];
     for host in &hosts {
         logs(

@@ -19,7 +19,6 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures_util::StreamExt;
@@ -31,30 +30,12 @@ use lapin::{Channel, Consumer};
 use uuid::Uuid;
 
 use crate::support;
-use crate::support::cli::{Host, STARTUP, jobhost, json_of, stdout_of, write_grants};
+use crate::support::cli::{Host, STARTUP, json_of, stdout_of, write_grants};
 use crate::support::faults::ledger::LedgerQueues;
 use crate::support::unique;
 
 /// How many missed ticks the schedule catches up: more than a takeover takes.
 const CATCH_UP: u32 = 10;
-
-/// `jobhost run --amqp` on the broker and virtual host of `queues`, on a plugin directory of
-/// its own holding the `ledger` fixture, with `grants` as its grants file.
-fn start(queues: &LedgerQueues, grants: &Path) -> Host {
-    let dir = tempfile::tempdir().expect("a temp plugin directory");
-    std::fs::copy(
-        jobhost_fixtures::wasm("ledger"),
-        dir.path().join("ledger.wasm"),
-    )
-    .expect("the fixture copies into the plugin directory");
-    let mut command = jobhost();
-    command
-        .args(["run", "--amqp", &queues.url, "--plugins"])
-        .arg(dir.path())
-        .arg("--config")
-        .arg(grants);
-    tokio::task::block_in_place(|| Host::spawn(command, dir, STARTUP))
-}
 
 fn grants_text(schedule: &str, id: u64, enabled: bool) -> String {
     format!(
@@ -172,6 +153,7 @@ async fn a_fleet_fires_each_tick_once_through_a_sigkill_of_its_leader_and_a_rest
     if support::backend(&unique("schedule-probe")).await.is_none() {
         return;
     }
+    let _alone = support::HEAVY.lock().await;
     let schedule = unique("sched");
     let id = u64::from(rand::random::<u32>()) << 24;
     let config = tempfile::tempdir().expect("a config directory");
@@ -183,7 +165,10 @@ async fn a_fleet_fires_each_tick_once_through_a_sigkill_of_its_leader_and_a_rest
     let queues = LedgerQueues::classic();
     let started_ms = now_ms();
 
-    let mut hosts = vec![start(&queues, &grants), start(&queues, &grants)];
+    let mut hosts = vec![
+        Host::on_broker("ledger", &queues.url, Some(&grants)),
+        Host::on_broker("ledger", &queues.url, Some(&grants)),
+    ];
     // After the hosts, which declare the fixture's queues.
     let mut ledger = Ledger::open(&queues, id).await;
     let first = leader(&[&hosts[0], &hosts[1]], Duration::from_secs(20));
@@ -193,7 +178,7 @@ async fn a_fleet_fires_each_tick_once_through_a_sigkill_of_its_leader_and_a_rest
     let mut killed = hosts.remove(first);
     tokio::task::block_in_place(|| killed.signal("KILL", Duration::from_secs(10)));
     tokio::time::sleep(Duration::from_secs(8)).await;
-    hosts.push(start(&queues, &grants));
+    hosts.push(Host::on_broker("ledger", &queues.url, Some(&grants)));
     tokio::time::sleep(Duration::from_secs(8)).await;
 
     // What `jobhost schedules` (GET /schedules) shows of it now.

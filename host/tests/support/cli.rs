@@ -114,6 +114,26 @@ impl Host {
         Self::spawn(command, dir, STARTUP)
     }
 
+    /// `jobhost run --amqp URL` on a temp plugin directory holding `fixture`, with the
+    /// grants file `config` when there is one, once its admin API listens; from a test on
+    /// a multi-threaded runtime.
+    pub fn on_broker(fixture: &str, url: &str, config: Option<&Path>) -> Self {
+        let dir = tempfile::tempdir().expect("a temp plugin directory");
+        std::fs::copy(
+            jobhost_fixtures::wasm(fixture),
+            dir.path().join(format!("{fixture}.wasm")),
+        )
+        .expect("the fixture copies into the plugin directory");
+        let mut command = jobhost();
+        command
+            .args(["run", "--amqp", url, "--plugins"])
+            .arg(dir.path());
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        tokio::task::block_in_place(|| Self::spawn(command, dir, STARTUP))
+    }
+
     /// Spawn `command` (`run` or `dev` with its arguments) with a free admin port and a
     /// small pool, and wait at most `startup` for its admin API to listen. `dir` is kept
     /// as long as the host runs.

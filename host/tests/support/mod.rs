@@ -49,6 +49,11 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 /// The default when `AMQP_URL` is unset: the broker of the development container.
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
+/// Taken by a test that loads the machine's cores for a minute or more (thousands of jobs
+/// on several hosts) and by a test whose timing such load would disturb (a schedule's
+/// one-second ticks), so the two never run at once.
+pub(crate) static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// How long a test waits for something the broker should do in milliseconds.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
 

@@ -12,7 +12,13 @@
 //! morning at 07:00 in Paris, exactly once across its hosts, and it sends the digest as a
 //! follow-up `email.SendEmail`. The operator may move or disable it in the grants file
 //! (`[schedules."email.DailyDigest"]`).
+//!
+//! `email.CampaignReport` is a batch callback: enqueue a campaign's emails as one batch
+//! with `--on-complete email.CampaignReport --context '{"campaign": "..."}'`, and the
+//! fleet enqueues it once every email of the batch was sent or dead-lettered; it logs the
+//! campaign's counts.
 
+use jobhost_sdk::batch::BatchCallback;
 use jobhost_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +50,17 @@ struct SendEmail {
 struct DailyDigest {
     to: String,
 }
+
+/// What a campaign's batch is opened with, as its context.
+#[derive(Debug, Serialize, Deserialize)]
+struct Campaign {
+    campaign: String,
+}
+
+/// A campaign's batch ended: every email was sent or dead-lettered.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "email.CampaignReport", queue = EmailQueues::Emails)]
+struct CampaignReport(BatchCallback<Campaign>);
 
 /// The attempt on which a flaky address finally gets through.
 const FLAKY_SUCCEEDS_ON: u32 = 3;
@@ -84,11 +101,29 @@ fn daily_digest(digest: DailyDigest, ctx: &JobContext) -> Result<(), JobError> {
     Ok(())
 }
 
+fn campaign_report(
+    CampaignReport(report): CampaignReport,
+    ctx: &JobContext,
+) -> Result<(), JobError> {
+    ctx.log(
+        Level::Info,
+        "campaign finished",
+        &[
+            ("campaign", &report.context.campaign),
+            ("sent", &report.completed),
+            ("dead_lettered", &report.dead),
+            ("of", &report.total),
+        ],
+    );
+    Ok(())
+}
+
 jobhost_sdk::plugin!(
     queues = EmailQueues,
     jobs = {
         SendEmail => send_email,
         DailyDigest => daily_digest,
+        CampaignReport => campaign_report,
     }
 );
 
@@ -165,5 +200,20 @@ mod tests {
         assert_eq!(run.follow_ups.len(), 1);
         assert_eq!(run.follow_ups[0].job_type, "email.SendEmail");
         assert_eq!(run.follow_ups[0].payload["to"], "team@example.com");
+    }
+
+    #[test]
+    fn a_campaign_report_logs_what_its_batch_sent_and_dead_lettered() {
+        let report: CampaignReport = serde_json::from_str(
+            r#"{"batch_id": "b", "callback": "on_complete", "total": 3, "completed": 2,
+                "dead": 1, "context": {"campaign": "welcome"}}"#,
+        )
+        .expect("the payload a batch hands its callback");
+        let run = TestContext::new().run(campaign_report, report);
+        assert_eq!(run.result, Ok(()));
+        assert_eq!(run.messages(), ["campaign finished"]);
+        assert_eq!(run.logs[0].field("campaign"), Some("welcome"));
+        assert_eq!(run.logs[0].field("sent"), Some("2"));
+        assert_eq!(run.logs[0].field("dead_lettered"), Some("1"));
     }
 }

@@ -1,35 +1,35 @@
 //! [`Control`] in memory: the fleet is the tasks sharing one [`MemoryBackend`]; the pause
-//! marks are a set and the orders a log of the last [`MEMORY_ORDERS`], replayed to every
-//! new follower, as RabbitMQ's stream replays its retention.
+//! marks are a set and the orders a [`Log`] of the last [`MEMORY_ORDERS`], replayed to
+//! every new follower, as RabbitMQ's stream replays its retention.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::Notify;
-
 use super::MemoryBackend;
+use super::log::{Log, Reader};
 use crate::broker::control::{Command, Control, Followed, Follower, MEMORY_ORDERS, Order};
 use crate::broker::{BrokerError, hold::check_queue_name};
 
 /// The orders and the pause marks of one memory backend.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Orders {
-    log: Mutex<Log>,
-    published: Notify,
+    log: Arc<Log<Order>>,
+    paused: Mutex<BTreeSet<String>>,
 }
 
-#[derive(Debug, Default)]
-struct Log {
-    /// The kept orders; the first is order number `first`.
-    kept: VecDeque<Order>,
-    first: u64,
-    paused: BTreeSet<String>,
+impl Default for Orders {
+    fn default() -> Self {
+        Self {
+            log: Arc::new(Log::new(MEMORY_ORDERS)),
+            paused: Mutex::default(),
+        }
+    }
 }
 
 impl Orders {
-    fn lock(&self) -> MutexGuard<'_, Log> {
+    fn paused(&self) -> MutexGuard<'_, BTreeSet<String>> {
         // No code path panics while holding the lock, so a poisoned one is still consistent.
-        self.log
+        self.paused
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -39,36 +39,30 @@ impl Control for MemoryBackend {
     type Follower = MemoryFollower;
 
     async fn order(&self, order: &Order) -> Result<(), BrokerError> {
-        let mut log = self.orders.lock();
+        // The mark before the order, as on RabbitMQ: the mark is the truth.
         match &order.command {
             Command::Pause { queue } => {
                 check_queue_name(queue)?;
-                log.paused.insert(queue.clone());
+                self.orders.paused().insert(queue.clone());
             }
             Command::Resume { queue } => {
                 check_queue_name(queue)?;
-                log.paused.remove(queue);
+                self.orders.paused().remove(queue);
             }
             Command::Cancel { .. } => {}
         }
-        if log.kept.len() == MEMORY_ORDERS {
-            log.kept.pop_front();
-            log.first += 1;
-        }
-        log.kept.push_back(order.clone());
-        drop(log);
-        self.orders.published.notify_waiters();
+        self.orders.log.append(order.clone());
         Ok(())
     }
 
     async fn is_paused(&self, queue: &str) -> Result<bool, BrokerError> {
-        Ok(self.orders.lock().paused.contains(queue))
+        Ok(self.orders.paused().contains(queue))
     }
 
     async fn follow(&self) -> Result<MemoryFollower, BrokerError> {
         Ok(MemoryFollower {
-            orders: Arc::clone(&self.orders),
-            next: None,
+            log: Arc::clone(&self.orders.log),
+            reader: None,
         })
     }
 }
@@ -77,33 +71,17 @@ impl Control for MemoryBackend {
 /// order from the oldest, then each new one.
 #[derive(Debug)]
 pub struct MemoryFollower {
-    orders: Arc<Orders>,
-    /// The number of the next order to hand on; `None` before joining.
-    next: Option<u64>,
+    log: Arc<Log<Order>>,
+    /// `None` before joining.
+    reader: Option<Reader<Order>>,
 }
 
 impl Follower for MemoryFollower {
     async fn next(&mut self) -> Option<Followed> {
-        let Some(next) = self.next else {
-            self.next = Some(self.orders.lock().first);
+        let Some(reader) = &mut self.reader else {
+            self.reader = Some(Reader::new(Arc::clone(&self.log)));
             return Some(Followed::Joined);
         };
-        loop {
-            let published = self.orders.published.notified();
-            tokio::pin!(published);
-            published.as_mut().enable();
-            {
-                let log = self.orders.lock();
-                // Orders dropped from the log before this follower read them are lost to
-                // it, as orders past a stream's retention are.
-                let next = next.max(log.first);
-                let index = usize::try_from(next - log.first).unwrap_or(usize::MAX);
-                if let Some(order) = log.kept.get(index) {
-                    self.next = Some(next + 1);
-                    return Some(Followed::Order(order.clone()));
-                }
-            }
-            published.await;
-        }
+        Some(Followed::Order(reader.next().await))
     }
 }

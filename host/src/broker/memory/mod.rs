@@ -13,9 +13,11 @@
 //! with every job: it is for tests.
 //!
 //! Operator orders (pause, resume, cancel) are kept in memory too (`control`), and so are
-//! the schedulers' lead and firing history (`schedule`).
+//! the schedulers' lead and firing history (`schedule`) and the batch log (`batches`).
 
+mod batches;
 mod control;
+mod log;
 mod permits;
 mod recordings;
 mod schedule;
@@ -37,8 +39,8 @@ use super::dead::{
 };
 use super::hold::{HoldQueue, check_queue_name};
 use super::{
-    Backend, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters, Delivery, Permits,
-    QueueDepth, Replayed, Taken, Tokens, UniqueLock,
+    Backend, BatchRecord, BrokerError, Consumer, DeadLetterList, DeadLetterOut, DeadLetters,
+    Delivery, Permits, QueueDepth, Replayed, Taken, Tokens, UniqueLock,
 };
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
@@ -47,6 +49,7 @@ use permits::PermitTable;
 use state::{Message, State};
 use tokens::TokenTable;
 
+pub use batches::MemoryBatchFollower;
 pub use control::MemoryFollower;
 pub use permits::MemoryLease;
 pub use state::{DeadLetter, HeldMessage};
@@ -56,6 +59,7 @@ pub use state::{DeadLetter, HeldMessage};
 pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
     orders: Arc<control::Orders>,
+    batches: Arc<batches::BatchLog>,
     permits: PermitTable,
     tokens: TokenTable,
     schedules: Arc<schedule::Board>,
@@ -76,6 +80,7 @@ impl MemoryBackend {
         Self {
             state: Arc::new(Mutex::new(State::unrecorded())),
             orders: Arc::default(),
+            batches: Arc::default(),
             permits: PermitTable::default(),
             tokens: TokenTable::default(),
             schedules: Arc::default(),
@@ -274,6 +279,11 @@ impl Backend for MemoryBackend {
 
     async fn release_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<(), BrokerError> {
         self.lock().unique.release(lock, job_id);
+        Ok(())
+    }
+
+    async fn record_batch(&self, record: &BatchRecord) -> Result<(), BrokerError> {
+        self.batches.append(record);
         Ok(())
     }
 

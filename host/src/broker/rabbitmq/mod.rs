@@ -56,6 +56,7 @@
 mod acks;
 mod admin;
 mod batch;
+mod batches;
 mod codec;
 mod consumer;
 mod depth;
@@ -80,6 +81,7 @@ use jobhost_sdk::QueueConfig;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+pub use batches::RabbitMqBatchFollower;
 pub use consumer::{RabbitMqConsumer, RabbitMqDelivery};
 use link::Link;
 use nodes::Nodes;
@@ -89,8 +91,8 @@ pub use stream::RabbitMqFollower;
 
 use super::hold::check_queue_name;
 use super::{
-    Backend, BrokerError, DeadLetterOut, HoldQueue, Permits, Taken, Tokens, UniqueLock,
-    dead_letter_queue_name,
+    Backend, BatchRecord, BrokerError, DeadLetterOut, HoldQueue, Permits, Taken, Tokens,
+    UniqueLock, dead_letter_queue_name,
 };
 use crate::envelope::Envelope;
 use crate::policy::HoldDelay;
@@ -282,6 +284,10 @@ impl Backend for RabbitMqBackend {
 
     async fn release_unique(&self, lock: &UniqueLock, job_id: Uuid) -> Result<(), BrokerError> {
         unique::release(&self.link, lock, job_id).await
+    }
+
+    async fn record_batch(&self, record: &BatchRecord) -> Result<(), BrokerError> {
+        self.append_batch_record(record).await
     }
 
     async fn take_permit(&self, permits: &Permits) -> Result<Option<RabbitMqLease>, BrokerError> {

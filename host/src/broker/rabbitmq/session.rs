@@ -108,6 +108,9 @@ pub(super) struct Session {
     /// Held while this session makes a permit queue, because the broker's lock (an
     /// exclusive queue) keeps out other connections only, not this one's other tasks.
     pub(super) making_permits: tokio::sync::Mutex<()>,
+    /// Whether this session declared the batch log's stream, which every batch record is
+    /// published to (see `batches`).
+    pub(super) batch_log_declared: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -148,6 +151,7 @@ impl Session {
             spare: Mutex::new(Vec::new()),
             permit_channels: Mutex::new(Vec::new()),
             making_permits: tokio::sync::Mutex::new(()),
+            batch_log_declared: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

@@ -1,5 +1,6 @@
-//! [`Control`] on RabbitMQ: the fleet's orders on the stream queue [`CONTROL_STREAM`], and
-//! each paused queue marked by a quorum queue of its own ([`paused_marker_name`]).
+//! The streams the fleet follows ([`StreamReader`]), and [`Control`] on RabbitMQ: the
+//! fleet's orders on the stream queue [`CONTROL_STREAM`], and each paused queue marked by a
+//! quorum queue of its own ([`paused_marker_name`]).
 //!
 //! A stream keeps its messages whoever reads them, so every host reads every order, and a
 //! host that starts reads those of the last [`CONTROL_RETENTION`] (`x-max-age`). Streams
@@ -36,8 +37,7 @@ use crate::broker::{BrokerError, hold::check_queue_name};
 /// How many orders the broker sends a follower ahead of its acks.
 const FOLLOW_PREFETCH: u16 = 100;
 
-/// The stream's segment files: small, because orders are small and few, and the broker
-/// drops whole segments once they are past the retention.
+/// The control stream's segment files.
 const SEGMENT_BYTES: i64 = 1_000_000;
 
 impl Control for RabbitMqBackend {
@@ -50,7 +50,7 @@ impl Control for RabbitMqBackend {
         let body = &order.encode();
         self.link
             .run(|session| async move {
-                declare_stream(&session).await?;
+                declare_stream(&session, &CONTROL).await?;
                 match &order.command {
                     Command::Pause { queue } => mark(&session, queue).await?,
                     Command::Resume { queue } => unmark(&session, queue).await?,
@@ -73,25 +73,44 @@ impl Control for RabbitMqBackend {
     }
 
     async fn follow(&self) -> Result<RabbitMqFollower, BrokerError> {
-        Ok(RabbitMqFollower {
-            link: Arc::clone(&self.link),
-            subscription: None,
-        })
+        Ok(RabbitMqFollower(StreamReader::new(
+            Arc::clone(&self.link),
+            &CONTROL,
+            FOLLOW_PREFETCH,
+        )))
     }
 }
 
-/// Declare the control stream (idempotent: every host declares it the same way).
-async fn declare_stream(session: &Session) -> Result<(), Failure> {
+/// A stream queue the fleet follows: its name, how long it keeps messages, its segments.
+#[derive(Debug)]
+pub(super) struct StreamSpec {
+    pub(super) name: &'static str,
+    pub(super) retention: std::time::Duration,
+    /// The stream's segment files: the broker drops whole segments once every message in
+    /// them is past the retention.
+    pub(super) segment_bytes: i64,
+}
+
+/// The fleet's operator orders.
+static CONTROL: StreamSpec = StreamSpec {
+    name: CONTROL_STREAM,
+    retention: CONTROL_RETENTION,
+    // Small, because orders are small and few.
+    segment_bytes: SEGMENT_BYTES,
+};
+
+/// Declare `stream` (idempotent: every host declares it the same way).
+pub(super) async fn declare_stream(session: &Session, stream: &StreamSpec) -> Result<(), Failure> {
     let mut arguments = FieldTable::default();
     arguments.insert(
         "x-queue-type".into(),
         AMQPValue::LongString("stream".into()),
     );
-    let max_age = format!("{}s", CONTROL_RETENTION.as_secs());
+    let max_age = format!("{}s", stream.retention.as_secs());
     arguments.insert("x-max-age".into(), AMQPValue::LongString(max_age.into()));
     arguments.insert(
         "x-stream-max-segment-size-bytes".into(),
-        AMQPValue::LongLongInt(SEGMENT_BYTES),
+        AMQPValue::LongLongInt(stream.segment_bytes),
     );
     let durable = QueueDeclareOptions {
         durable: true,
@@ -99,9 +118,9 @@ async fn declare_stream(session: &Session) -> Result<(), Failure> {
     };
     let channel = session.channel().await.map_err(Failure::Lost)?;
     channel
-        .queue_declare(CONTROL_STREAM.into(), durable, arguments)
+        .queue_declare(stream.name.into(), durable, arguments)
         .await
-        .map_err(|error| Failure::classify(CONTROL_STREAM, error))?;
+        .map_err(|error| Failure::classify(stream.name, error))?;
     Ok(())
 }
 
@@ -142,17 +161,88 @@ async fn unmark(session: &Session, queue: &str) -> Result<(), Failure> {
 /// A follower of the control stream across reconnects: each (re)subscription starts at the
 /// oldest order kept and is announced as [`Followed::Joined`].
 #[derive(Debug)]
-pub struct RabbitMqFollower {
+pub struct RabbitMqFollower(StreamReader);
+
+/// What a [`StreamReader`] read next.
+pub(super) enum Read {
+    /// It (re)subscribed: what follows starts from the oldest message kept.
+    Joined,
+    /// A message's body.
+    Body(Vec<u8>),
+}
+
+/// A reader of a stream across reconnects, from its oldest message kept at each
+/// (re)subscription.
+#[derive(Debug)]
+pub(super) struct StreamReader {
     link: Arc<Link>,
+    stream: &'static StreamSpec,
+    prefetch: u16,
     subscription: Option<(Channel, AmqpConsumer)>,
 }
 
-/// Consume the control stream from its first order on a channel of its own.
-async fn subscribe(session: Arc<Session>) -> Result<(Channel, AmqpConsumer), Failure> {
-    declare_stream(&session).await?;
+impl StreamReader {
+    /// A reader of `stream` through `link`, sent `prefetch` messages ahead of its acks.
+    pub(super) fn new(link: Arc<Link>, stream: &'static StreamSpec, prefetch: u16) -> Self {
+        Self {
+            link,
+            stream,
+            prefetch,
+            subscription: None,
+        }
+    }
+
+    /// The next message, or a (re)subscription; `None` once the link is closed.
+    pub(super) async fn next(&mut self) -> Option<Read> {
+        let name = self.stream.name;
+        loop {
+            let Some((_, consumer)) = &mut self.subscription else {
+                let what = format!("following `{name}`");
+                let (stream, prefetch) = (self.stream, self.prefetch);
+                let subscribed = self
+                    .link
+                    .keep_trying(&what, |session| subscribe(session, stream, prefetch))
+                    .await
+                    .ok()?;
+                self.subscription = Some(subscribed);
+                return Some(Read::Joined);
+            };
+            let next = std::future::poll_fn(|cx| Pin::new(&mut *consumer).poll_next(cx)).await;
+            match next {
+                Some(Ok(delivery)) => {
+                    // An ack only gives the stream credit to send more; a lost one costs
+                    // nothing but a redelivery after the next subscription.
+                    if let Err(error) = delivery.acker.ack(BasicAckOptions::default()).await {
+                        tracing::debug!(stream = name, %error, "acking a stream message failed");
+                    }
+                    return Some(Read::Body(delivery.data));
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(stream = name, %error, "following the stream was interrupted, following again");
+                    self.link.suspect();
+                }
+                None => {
+                    tracing::warn!(
+                        stream = name,
+                        "the broker cancelled the follower, following again"
+                    );
+                }
+            }
+            self.subscription = None;
+        }
+    }
+}
+
+/// Consume `stream` from its first message on a channel of its own.
+async fn subscribe(
+    session: Arc<Session>,
+    stream: &'static StreamSpec,
+    prefetch: u16,
+) -> Result<(Channel, AmqpConsumer), Failure> {
+    declare_stream(&session, stream).await?;
     let channel = session.channel().await.map_err(Failure::Lost)?;
     channel
-        .basic_qos(FOLLOW_PREFETCH, BasicQosOptions::default())
+        .basic_qos(prefetch, BasicQosOptions::default())
         .await
         .map_err(Failure::Lost)?;
     let mut arguments = FieldTable::default();
@@ -162,53 +252,28 @@ async fn subscribe(session: Arc<Session>) -> Result<(Channel, AmqpConsumer), Fai
     );
     let consumer = channel
         .basic_consume(
-            CONTROL_STREAM.into(),
+            stream.name.into(),
             "".into(),
             BasicConsumeOptions::default(),
             arguments,
         )
         .await
-        .map_err(|error| Failure::classify(CONTROL_STREAM, error))?;
+        .map_err(|error| Failure::classify(stream.name, error))?;
     Ok((channel, consumer))
 }
 
 impl Follower for RabbitMqFollower {
     async fn next(&mut self) -> Option<Followed> {
         loop {
-            let Some((_, consumer)) = &mut self.subscription else {
-                let what = format!("following `{CONTROL_STREAM}`");
-                self.subscription = Some(self.link.keep_trying(&what, subscribe).await.ok()?);
-                return Some(Followed::Joined);
-            };
-            let next = std::future::poll_fn(|cx| Pin::new(&mut *consumer).poll_next(cx)).await;
-            match next {
-                Some(Ok(delivery)) => {
-                    let order = Order::decode(&delivery.data);
-                    // An ack only gives the stream credit to send more; a lost one costs
-                    // nothing but a redelivery after the next subscription.
-                    if let Err(error) = delivery.acker.ack(BasicAckOptions::default()).await {
-                        tracing::debug!(%error, "acking an order failed");
+            match self.0.next().await? {
+                Read::Joined => return Some(Followed::Joined),
+                Read::Body(body) => match Order::decode(&body) {
+                    Ok(order) => return Some(Followed::Order(order)),
+                    Err(error) => {
+                        tracing::warn!(stream = CONTROL_STREAM, %error, "skipping a message that is not an order");
                     }
-                    match order {
-                        Ok(order) => return Some(Followed::Order(order)),
-                        Err(error) => {
-                            tracing::warn!(stream = CONTROL_STREAM, %error, "skipping a message that is not an order");
-                            continue;
-                        }
-                    }
-                }
-                Some(Err(error)) => {
-                    tracing::warn!(stream = CONTROL_STREAM, %error, "following the orders was interrupted, following again");
-                    self.link.suspect();
-                }
-                None => {
-                    tracing::warn!(
-                        stream = CONTROL_STREAM,
-                        "the broker cancelled the follower, following again"
-                    );
-                }
+                },
             }
-            self.subscription = None;
         }
     }
 }

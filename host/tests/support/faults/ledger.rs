@@ -115,6 +115,9 @@ pub(crate) struct Ledger {
     /// The consumers of both queues; `None` until the next drain opens them again.
     reader: Option<Reader>,
     records: HashMap<u64, usize>,
+    /// Records of batch callbacks (`ledger.Done` jobs a batch enqueued, whose payload is
+    /// the batch's, not an id), by job id.
+    callbacks: HashMap<uuid::Uuid, usize>,
     dead: Vec<DeadLetter>,
 }
 
@@ -138,6 +141,7 @@ impl Ledger {
             queues,
             reader: None,
             records: HashMap::new(),
+            callbacks: HashMap::new(),
             dead: Vec::new(),
         }
     }
@@ -172,6 +176,10 @@ impl Ledger {
         }
         let reader = self.reader.as_mut().expect("opened above");
         for record in reader.records.take().await? {
+            if let Some(job_id) = callback_job(&record.data) {
+                *self.callbacks.entry(job_id).or_default() += 1;
+                continue;
+            }
             let id = ledger_id(&record.data)
                 .unwrap_or_else(|| panic!("a ledger record carries an id: {:?}", record.data));
             *self.records.entry(id).or_default() += 1;
@@ -194,6 +202,11 @@ impl Ledger {
             });
         }
         Ok(())
+    }
+
+    /// How many records the batch callback job `job_id` has.
+    pub(crate) fn callback_records(&self, job_id: uuid::Uuid) -> usize {
+        self.callbacks.get(&job_id).copied().unwrap_or(0)
     }
 
     /// How many of `ids` have at least one record.
@@ -284,6 +297,14 @@ impl Ledger {
             ..Row::new(scenario)
         }
     }
+}
+
+/// The job id of a record that is a batch callback's `ledger.Done` (its payload names the
+/// callback).
+fn callback_job(body: &[u8]) -> Option<uuid::Uuid> {
+    let envelope = Envelope::decode(body).ok()?;
+    let payload: serde_json::Value = serde_json::from_str(envelope.payload.get()).ok()?;
+    payload["callback"].is_string().then_some(envelope.job_id)
 }
 
 /// The `id` in the payload of a record's `ledger.Done` envelope, or of a dead `ledger.Work`.
