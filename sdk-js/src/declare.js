@@ -4,12 +4,41 @@
 // checks the manifest again at load (it trusts no plugin), with the same rules.
 //
 // Keys, defaults and messages follow the Rust derives (docs/plugin-authors.md "Queues and
-// jobs" and "Retries and backoff"), in camelCase: `maxAttempts` for `max_attempts`.
+// jobs" and "Retries and backoff"), in camelCase: `maxAttempts` for `max_attempts`; the
+// fleet-wide limits are read by limits.js, a job's schedule by schedule.js.
 
-import { MAX_DELAY_MS, describe, formatMs, parseDuration } from "./duration.js";
+import { boolean, duration, integer, optionalDuration, unknownKeys, utf8Length } from "./checks.js";
+import { MAX_DELAY_MS, describe, formatMs } from "./duration.js";
+import { jobLimits, queueLimits } from "./limits.js";
+import { schedule } from "./schedule.js";
 
-const QUEUE_KEYS = ["prefetch", "durable", "queueType", "maxPriority", "messageTtl", "timeout", "retry"];
-const JOB_KEYS = ["queue", "handler", "retry", "timeout", "decode"];
+const QUEUE_KEYS = [
+  "prefetch",
+  "durable",
+  "queueType",
+  "maxPriority",
+  "messageTtl",
+  "timeout",
+  "retry",
+  "concurrency",
+  "rate",
+  "burst",
+];
+const JOB_KEYS = [
+  "queue",
+  "handler",
+  "retry",
+  "timeout",
+  "decode",
+  "concurrency",
+  "rate",
+  "unique",
+  "cron",
+  "tz",
+  "every",
+  "payload",
+  "catchUp",
+];
 const RETRY_KEYS = ["maxAttempts", "backoff", "delay", "base", "factor", "max", "jitter"];
 const BACKOFFS = ["none", "fixed", "exponential"];
 /** Which backoff each backoff-specific key belongs to. */
@@ -33,7 +62,9 @@ export class DeclarationError extends Error {
  * @param {string} name the broker name, verbatim
  * @param {object} [options] `prefetch` (1..=65535, default 16), `durable` (default true),
  *   `queueType` ("classic", the default, or "quorum"), `maxPriority` (0..=255, default 10),
- *   `messageTtl`, `timeout` (durations), `retry` (a policy; none means one attempt)
+ *   `messageTtl`, `timeout` (durations), `retry` (a policy; none means one attempt), and
+ *   fleet-wide `concurrency` (1..=1000 jobs at once) and `rate` (`"50/s"`, `"10/m"`,
+ *   `"1000/h"`; at most 1000 a second) with `burst` (1..=10000, default the count)
  */
 export function queue(name, options = {}) {
   const problems = [];
@@ -61,6 +92,7 @@ export function queue(name, options = {}) {
     messageTtlMs: optionalDuration(options, "messageTtl", problems),
     timeoutMs: optionalDuration(options, "timeout", problems),
     retry: optionalRetry(options.retry, problems),
+    ...queueLimits(options, problems),
   };
   return finish(owner, declared, problems);
 }
@@ -70,7 +102,10 @@ export function queue(name, options = {}) {
  * @param {string} name the job type carried in envelopes
  * @param {object} options `queue` (a `queue(...)` of the plugin, or its name), `handler`
  *   (`(payload, ctx) => void`, may be async), `retry` (replaces the queue's policy),
- *   `timeout`, `decode` (`(json) => payload`, throwing when the JSON is not a valid payload)
+ *   `timeout`, `decode` (`(json) => payload`, throwing when the JSON is not a valid payload);
+ *   per key of the payload `concurrency: { key, limit }`, `rate: { key, limit, burst,
+ *   respectRetryAfter }` (no `key`: the job type as a whole) and `unique: { key, for }`;
+ *   a periodic schedule `cron` with `tz`, or `every`, with `payload` and `catchUp`
  */
 export function job(name, options = {}) {
   const problems = [];
@@ -95,6 +130,8 @@ export function job(name, options = {}) {
     decode: options.decode,
     retry: optionalRetry(options.retry, problems),
     timeoutMs: optionalDuration(options, "timeout", problems),
+    ...jobLimits(options, problems),
+    schedule: schedule(options, problems),
   };
   return finish(owner, declared, problems);
 }
@@ -211,45 +248,6 @@ function holdDelay(options, key, fallback, problems) {
   return ms;
 }
 
-function optionalDuration(options, key, problems) {
-  return options[key] === undefined ? undefined : duration(options, key, problems);
-}
-
-function duration(options, key, problems) {
-  try {
-    return parseDuration(options[key]);
-  } catch (error) {
-    problems.push(`\`${key}\`: ${error.message}`);
-    return undefined;
-  }
-}
-
-function integer(options, key, fallback, min, max, problems, rule = `between ${min} and ${max}`) {
-  const value = options[key] ?? fallback;
-  if (!Number.isInteger(value) || value < min || value > max) {
-    problems.push(`\`${key}\` must be ${rule}, got ${describe(value)}`);
-  }
-  return value;
-}
-
-function boolean(options, key, fallback, problems) {
-  const value = options[key] ?? fallback;
-  if (typeof value !== "boolean") problems.push(`\`${key}\` must be true or false, got ${describe(value)}`);
-  return value;
-}
-
-function unknownKeys(options, accepted, problems) {
-  if (options === null || typeof options !== "object") {
-    problems.push(`options must be an object, got ${describe(options)}`);
-    return;
-  }
-  for (const key of Object.keys(options)) {
-    if (!accepted.includes(key)) {
-      problems.push(`unknown key \`${key}\`${accepted.length ? `; the keys are ${accepted.map((k) => `\`${k}\``).join(", ")}` : ""}`);
-    }
-  }
-}
-
 function checkName(name, rule, problems) {
   if (typeof name !== "string") {
     problems.push(`the name must be a string, got ${describe(name)}`);
@@ -274,10 +272,6 @@ function queueNameRule(name) {
   if (name.startsWith("amq.")) return "the `amq.` prefix is reserved by the broker";
   if (name.endsWith(".dead") || name.includes(".deferred.")) return "it looks like a dead-letter or hold queue name";
   return undefined;
-}
-
-function utf8Length(text) {
-  return new TextEncoder().encode(text).length;
 }
 
 function finish(owner, declared, problems) {

@@ -102,19 +102,32 @@ function manifest(declared) {
       messageTtl: ms(q.messageTtlMs),
       retry: retryPolicy(q.retry),
       timeout: ms(q.timeoutMs),
-      concurrency: undefined,
-      rate: undefined,
+      concurrency: q.concurrency,
+      rate: q.rate,
     })),
     jobs: declared.jobs.map((j) => ({
       name: j.name,
       queue: j.queue,
       retry: retryPolicy(j.retry),
       timeout: ms(j.timeoutMs),
-      concurrency: undefined,
-      rate: undefined,
-      unique: undefined,
-      schedule: undefined,
+      concurrency: j.concurrency,
+      rate: j.rate,
+      unique: j.unique && { key: j.unique.key, for: BigInt(j.unique.forMs) },
+      schedule: jobSchedule(j.schedule),
     })),
+  };
+}
+
+function jobSchedule(schedule) {
+  if (schedule === undefined) return undefined;
+  const { timing } = schedule;
+  return {
+    timing:
+      timing.kind === "cron"
+        ? { tag: "cron", val: { expression: timing.expression, tz: timing.tz } }
+        : { tag: "every", val: BigInt(timing.periodMs) },
+    payload: schedule.payload,
+    catchUp: schedule.catchUp,
   };
 }
 

@@ -30,7 +30,16 @@ export interface QueueOptions {
   timeout?: Duration;
   /** The policy of its jobs that have none; none means one attempt and no retries. */
   retry?: RetryPolicy;
+  /** At most this many (1..=1000) of its jobs run at once across the fleet. */
+  concurrency?: number;
+  /** At most this many of its jobs start across the fleet: `"50/s"`, `"10/m"`, `"1000/h"`; at most 1000 a second. */
+  rate?: Rate;
+  /** With `rate`: jobs saved up after a quiet spell, 1..=10000; default the rate's count. */
+  burst?: number;
 }
+
+/** `COUNT/UNIT`, the unit `s`, `m` or `h`: `"50/s"`, `"10/m"`, `"1000/h"`. */
+export type Rate = `${number}/${"s" | "m" | "h"}`;
 
 export interface Queue {
   readonly kind: "queue";
@@ -83,6 +92,26 @@ export interface JobOptions<P = any> {
   timeout?: Duration;
   /** Turns the parsed JSON into the payload; a throw dead-letters the job as a decode error. */
   decode?: (json: unknown) => P;
+  /** At most `limit` (1..=1000) jobs whose payload holds one value under the top-level field `key` run at once, fleet-wide. */
+  concurrency?: { key: string; limit: number };
+  /**
+   * The jobs of one key (without `key`, of the job type as a whole) start at most at `limit`;
+   * `burst` 1..=10000, default the count; with `respectRetryAfter`, a job deferred by a
+   * service's `Retry-After` (`retryAfter(...)`) holds the key's other jobs back as long.
+   */
+  rate?: { key?: string; limit: Rate; burst?: number; respectRetryAfter?: boolean };
+  /** While a job of one `key` value is queued, held or running (for at most `for`), another enqueue of it is refused. */
+  unique?: { key: string; for: Duration };
+  /** A periodic job at each match of this cron expression (five fields, or six with seconds first); not with `every`. */
+  cron?: string;
+  /** The IANA time zone `cron` is read in; default UTC. */
+  tz?: string;
+  /** A periodic job at every multiple of this period (at least 1s) since the Unix epoch; not with `cron`. */
+  every?: Duration;
+  /** What each firing's job carries (written as JSON); default `{}`. */
+  payload?: unknown;
+  /** How many ticks no host fired in time fire late, newest first, 0..=1000; default 0. */
+  catchUp?: number;
 }
 
 export interface Job {

@@ -59,6 +59,23 @@ const handler = serve(
     ],
   }),
 );
+const limited = serve(
+  plugin({
+    name: "limited",
+    queues: [queue("work", { concurrency: 4, rate: "50/s", burst: 20 }), queue("slow")],
+    jobs: [
+      job("a.Charge", {
+        queue: "slow",
+        handler: () => {},
+        concurrency: { key: "customer_id", limit: 2 },
+        rate: { key: "customer_id", limit: "10/m", respectRetryAfter: true },
+        unique: { key: "order_id", for: "10m" },
+      }),
+      job("a.Daily", { queue: "slow", handler: () => {}, cron: "0 7 * * *", tz: "Europe/Paris", payload: { kind: "daily" }, catchUp: 3 }),
+      job("a.Tick", { queue: "slow", handler: () => {}, every: "30s", rate: { limit: "1/s" } }),
+    ],
+  }),
+);
 
 const delivery = (jobType) => ({
   jobId: "id-1",
@@ -82,9 +99,30 @@ test("the manifest carries the declarations in the WIT's shapes", () => {
   assert.equal(manifest.queues[0].timeout, 30_000n);
   assert.equal(manifest.queues[0].queueType, "classic");
   assert.deepEqual(
-    manifest.jobs.map((j) => [j.name, j.queue, j.retry, j.schedule]),
-    [["a.Send", "work", undefined, undefined], ["a.Receipt", "slow", undefined, undefined]],
+    manifest.jobs.map((j) => [j.name, j.queue, j.retry, j.concurrency, j.rate, j.unique, j.schedule]),
+    [
+      ["a.Send", "work", undefined, undefined, undefined, undefined, undefined],
+      ["a.Receipt", "slow", undefined, undefined, undefined, undefined, undefined],
+    ],
   );
+});
+
+test("the manifest carries the limits and schedules in the WIT's shapes", () => {
+  const { queues, jobs } = limited.manifest();
+  assert.deepEqual([queues[0].concurrency, queues[0].rate], [4, { count: 50, unit: "second", burst: 20 }]);
+  assert.deepEqual([queues[1].concurrency, queues[1].rate], [undefined, undefined]);
+  const [charge, daily, tick] = jobs;
+  assert.deepEqual(charge.concurrency, { key: "customer_id", limit: 2 });
+  assert.deepEqual(charge.rate, { key: "customer_id", rate: { count: 10, unit: "minute", burst: 10 }, respectRetryAfter: true });
+  assert.deepEqual(charge.unique, { key: "order_id", for: 600_000n });
+  assert.equal(charge.schedule, undefined);
+  assert.deepEqual(daily.schedule, {
+    timing: { tag: "cron", val: { expression: "0 7 * * *", tz: "Europe/Paris" } },
+    payload: '{"kind":"daily"}',
+    catchUp: 3,
+  });
+  assert.deepEqual(tick.schedule, { timing: { tag: "every", val: 30_000n }, payload: "{}", catchUp: 0 });
+  assert.deepEqual(tick.rate, { key: undefined, rate: { count: 1, unit: "second", burst: 1 }, respectRetryAfter: false });
 });
 
 test("a completed job logs and enqueues through the host's imports", async () => {

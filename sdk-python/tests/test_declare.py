@@ -2,8 +2,21 @@ from datetime import timedelta
 
 import pytest
 
-from jobhost_sdk import MAX_DELAY, DeclarationError, Retry, job, parse_duration, plugin, queue
+from jobhost_sdk import (
+    MAX_DELAY,
+    Concurrency,
+    DeclarationError,
+    Rate,
+    Retry,
+    Unique,
+    job,
+    parse_duration,
+    plugin,
+    queue,
+)
 from jobhost_sdk._declare import ExponentialBackoff, FixedBackoff, RetryPolicy
+from jobhost_sdk._limits import KeyCap, KeyRate, RateLimit, UniqueKey
+from jobhost_sdk._schedule import CronTiming, EveryTiming, Schedule
 
 
 def handler(payload, ctx):
@@ -110,3 +123,127 @@ def test_a_valid_plugin_keeps_its_declarations():
     assert declared.queues[0].timeout_ms == 30_000
     assert declared.route("a.B").queue == "work"
     assert declared.route("a.C") is None
+
+
+def problems_of(declare):
+    with pytest.raises(DeclarationError) as refused:
+        declare()
+    return refused.value.problems
+
+
+def test_a_queue_declares_a_fleet_wide_cap_and_a_rate_whose_burst_defaults_to_its_count():
+    q = queue("q", concurrency=4, rate="50/s", burst=20)
+    assert (q.concurrency, q.rate) == (4, RateLimit(50, "second", 20))
+    assert queue("q", rate="100000/h").rate == RateLimit(100_000, "hour", 10_000)
+    assert queue("q", rate="10/m").rate == RateLimit(10, "minute", 10)
+    assert queue("q", rate="1000/s").rate.count == 1_000, "the fastest rate"
+    assert (queue("q").concurrency, queue("q").rate) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "why"),
+    [
+        ({"concurrency": 0}, "`concurrency` must be between 1 and 1000, got 0"),
+        ({"concurrency": 1001}, "`concurrency` must be between 1 and 1000, got 1001"),
+        ({"concurrency": True}, "`concurrency` must be between 1 and 1000, got True"),
+        ({"rate": "10"}, '`rate` "10": write it as COUNT/UNIT, e.g. `10/s`, `10/m` or `10/h`'),
+        ({"rate": "10/d"}, '`rate` "10/d": the unit must be `s`, `m` or `h`'),
+        ({"rate": "0/s"}, '`rate` "0/s": the count must be 1 to 100000'),
+        ({"rate": "100001/h"}, '`rate` "100001/h": the count must be 1 to 100000'),
+        ({"rate": "1001/s"}, '`rate` "1001/s": at most 1000 jobs a second'),
+        ({"rate": "60001/m"}, '`rate` "60001/m": at most 1000 jobs a second'),
+        ({"rate": 50}, '`rate` must be a string such as "50/s", got 50'),
+        ({"rate": "10/s", "burst": 0}, "`burst` must be between 1 and 10000, got 0"),
+        ({"rate": "10/s", "burst": 10_001}, "`burst` must be between 1 and 10000, got 10001"),
+        ({"burst": 5}, '`burst` without a `rate`: write `rate="10/s"` too'),
+    ],
+)
+def test_each_bound_of_a_queues_limits_is_refused_saying_why(arguments, why):
+    assert problems_of(lambda: queue("q", **arguments)) == [why]
+
+
+def test_a_job_declares_a_cap_a_rate_and_uniqueness_per_key_of_its_payload():
+    j = job(
+        "a.B",
+        queue="work",
+        handler=handler,
+        concurrency=Concurrency(key="customer_id", limit=2),
+        rate=Rate("10/s", key="customer_id", burst=5, respect_retry_after=True),
+        unique=Unique(key="order_id", for_="10m"),
+    )
+    assert j.concurrency == KeyCap("customer_id", 2)
+    assert j.rate == KeyRate("customer_id", RateLimit(10, "second", 5), True)
+    assert j.unique == UniqueKey("order_id", 600_000)
+    whole = job("a.B", queue="work", handler=handler, rate=Rate("100/m")).rate
+    assert whole == KeyRate(None, RateLimit(100, "minute", 100), False), "the job type as a whole"
+    assert job("a.B", queue="work", handler=handler, unique=Unique("k", timedelta(hours=1))).unique == UniqueKey("k", 3_600_000)
+    plain = job("a.B", queue="work", handler=handler)
+    assert (plain.concurrency, plain.rate, plain.unique, plain.schedule) == (None,) * 4
+
+
+def test_each_bound_of_a_jobs_limits_is_refused_every_problem_in_one_error():
+    assert problems_of(
+        lambda: job(
+            "a.B",
+            queue="work",
+            handler=handler,
+            concurrency=Concurrency(key="", limit=0),
+            rate=Rate("10/s", key="a.b", burst=20_000, respect_retry_after=1),
+            unique=Unique(key="k" * 65, for_="30d"),
+        )
+    ) == [
+        'concurrency: `key` "": it must be 1 to 64 ASCII letters, digits, `_` or `-`, the name of a top-level payload field',
+        "concurrency: `limit` must be between 1 and 1000, got 0",
+        'rate: `key` "a.b": it must be 1 to 64 ASCII letters, digits, `_` or `-`, the name of a top-level payload field',
+        "rate: `burst` must be between 1 and 10000, got 20000",
+        "rate: `respect_retry_after` must be True or False, got 1",
+        f'unique: `key` "{"k" * 65}": it must be 1 to 64 ASCII letters, digits, `_` or `-`, the name of a top-level payload field',
+        "unique: `for_` of 2592000s is longer than a job can be held, 2147483.647s (about 24.8 days, `MAX_DELAY`)",
+    ]
+    for arguments, why in [
+        ({"concurrency": 2}, '`concurrency` must be a `Concurrency(...)` such as `Concurrency(key="customer_id", limit=2)`, got 2'),
+        ({"rate": "10/s"}, '`rate` must be a `Rate(...)` such as `Rate("10/s", key="customer_id")`, got "10/s"'),
+        ({"rate": Rate("2000/s")}, 'rate: `limit` "2000/s": at most 1000 jobs a second'),
+        ({"unique": Unique("k", "0s")}, "unique: `for_`: zero duration `0s`: a duration must be positive"),
+    ]:
+        assert problems_of(lambda: job("a.B", queue="work", handler=handler, **arguments)) == [why]
+
+
+def test_a_job_declares_a_cron_schedule_in_a_time_zone_or_a_period_with_the_derives_defaults():
+    daily = job(
+        "a.Daily",
+        queue="work",
+        handler=handler,
+        cron="0 7 * * *",
+        tz="Europe/Paris",
+        payload={"kind": "daily"},
+        catch_up=3,
+    )
+    assert daily.schedule == Schedule(CronTiming("0 7 * * *", "Europe/Paris"), '{"kind": "daily"}', 3)
+    every = job("a.Tick", queue="work", handler=handler, every="30s").schedule
+    assert every == Schedule(EveryTiming(30_000), "{}", 0)
+    utc = job("a.Utc", queue="work", handler=handler, cron="*/5 * * * * *").schedule
+    assert utc.timing == CronTiming("*/5 * * * * *", ""), "UTC, as an empty tz"
+    assert job("a.T", queue="work", handler=handler, every=timedelta(seconds=1), catch_up=1000).schedule.catch_up == 1000
+
+
+@pytest.mark.parametrize(
+    ("arguments", "why"),
+    [
+        ({"cron": "0 7 * *"}, '`cron` "0 7 * *" has 4 fields: write five (minute hour day-of-month month day-of-week) or six (seconds first)'),
+        ({"cron": "0 0 7 * * * *"}, '`cron` "0 0 7 * * * *" has 7 fields: write five (minute hour day-of-month month day-of-week) or six (seconds first)'),
+        ({"every": "500ms"}, "`every` must be at least 1s, got 500ms"),
+        ({"every": "1m", "tz": "UTC"}, "`tz` applies to `cron` only, not to `every`"),
+        ({"every": "1m", "cron": "* * * * *"}, "write one of `cron` and `every`, not both"),
+        ({"payload": {}}, '`payload` without a schedule: write `cron="..."` or `every="..."` too'),
+        ({"catch_up": 1}, '`catch_up` without a schedule: write `cron="..."` or `every="..."` too'),
+        ({"every": "1m", "catch_up": 1001}, "`catch_up` must be between 0 and 1000, got 1001"),
+        ({"every": "1m", "catch_up": -1}, "`catch_up` must be between 0 and 1000, got -1"),
+        ({"every": "1m", "payload": {"at": {1}}}, "`payload` must be JSON, such as `{\"kind\": \"daily\"}`: Object of type set is not JSON serializable"),
+        ({"every": "1m", "payload": "x" * 65_536}, "`payload` is 65538 bytes of JSON; a schedule's payload may have at most 65536"),
+        ({"cron": 7}, '`cron` must be a string such as "0 7 * * *", got 7'),
+        ({"cron": "0 7 * * *", "tz": 1}, '`tz` must be an IANA time zone name such as "Europe/Paris", got 1'),
+    ],
+)
+def test_a_schedule_that_cannot_be_is_refused_saying_why(arguments, why):
+    assert problems_of(lambda: job("a.B", queue="work", handler=handler, **arguments)) == [why]

@@ -11,7 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from jobhost_sdk import Retry, build, deferred, fatal, job, plugin, queue, retryable
+from jobhost_sdk import (
+    Concurrency,
+    Rate,
+    Retry,
+    Unique,
+    build,
+    deferred,
+    fatal,
+    job,
+    plugin,
+    queue,
+    retryable,
+)
 from jobhost_sdk.config import ConfigError
 from jobhost_sdk.http import HttpError, Request
 
@@ -74,6 +86,30 @@ PLUGIN = plugin(
         job("a.Receipt", queue="slow", handler=lambda p, c: None),
     ],
 )
+LIMITED = plugin(
+    name="limited",
+    queues=[queue("work", concurrency=4, rate="50/s", burst=20), queue("slow")],
+    jobs=[
+        job(
+            "a.Charge",
+            queue="slow",
+            handler=lambda p, c: None,
+            concurrency=Concurrency(key="customer_id", limit=2),
+            rate=Rate("10/m", key="customer_id", respect_retry_after=True),
+            unique=Unique(key="order_id", for_="10m"),
+        ),
+        job(
+            "a.Daily",
+            queue="slow",
+            handler=lambda p, c: None,
+            cron="0 7 * * *",
+            tz="Europe/Paris",
+            payload={"kind": "daily"},
+            catch_up=3,
+        ),
+        job("a.Tick", queue="slow", handler=lambda p, c: None, every="30s", rate=Rate("1/s")),
+    ],
+)
 
 
 def delivery(types, job_type):
@@ -96,10 +132,35 @@ def test_the_manifest_carries_the_declarations_in_the_wits_shapes(bindings):
         types.QueueType.CLASSIC,
         types.QueueType.QUORUM,
     )
-    assert [(j.name, j.queue, j.retry, j.schedule) for j in manifest.jobs] == [
-        ("a.Send", "work", None, None),
-        ("a.Receipt", "slow", None, None),
+    assert [
+        (j.name, j.queue, j.retry, j.concurrency, j.rate, j.unique, j.schedule)
+        for j in manifest.jobs
+    ] == [
+        ("a.Send", "work", None, None, None, None, None),
+        ("a.Receipt", "slow", None, None, None, None, None),
     ]
+
+
+def test_the_manifest_carries_the_limits_and_schedules_in_the_wits_shapes(bindings):
+    guest, _, types, _ = bindings
+    manifest = guest.serve(LIMITED)().manifest()
+    work, slow = manifest.queues
+    assert (work.concurrency, work.rate) == (4, types.RateLimit(50, types.RateUnit.SECOND, 20))
+    assert (slow.concurrency, slow.rate) == (None, None)
+    charge, daily, tick = manifest.jobs
+    assert charge.concurrency == types.KeyConcurrency("customer_id", 2)
+    assert charge.rate == types.KeyRate(
+        "customer_id", types.RateLimit(10, types.RateUnit.MINUTE, 10), True
+    )
+    assert charge.unique == types.UniqueKey("order_id", 600_000)
+    assert charge.schedule is None
+    assert daily.schedule == types.JobSchedule(
+        types.ScheduleTiming_Cron(types.CronSchedule("0 7 * * *", "Europe/Paris")),
+        '{"kind": "daily"}',
+        3,
+    )
+    assert tick.schedule == types.JobSchedule(types.ScheduleTiming_Every(30_000), "{}", 0)
+    assert tick.rate == types.KeyRate(None, types.RateLimit(1, types.RateUnit.SECOND, 1), False)
 
 
 def test_a_completed_job_logs_and_enqueues_through_the_hosts_imports(bindings, calls):

@@ -2,6 +2,7 @@
 //! --lang js`, the plugins' own `node --test`, `jobhost build` (which installs their pinned
 //! componentize-js), and `jobhost run` on the memory backend working the example
 //! `plugins/email-sender-js` through a retry, a fatal error, a deferral and follow-ups,
+//! with the schedule and the unique key it declares in force as a Rust plugin's would be,
 //! then through the SDK's `http` and `config`: the operator's grants file gives the example
 //! a relay URL (a config value), a token (a secret) and the relay's origin, and a local
 //! relay answers its POSTs, once with `503` and `Retry-After`, which defers the job.
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use crate::support::cli::{Host, jobhost, stdout_of, write_grants};
 use crate::support::guest::{
-    Relay, Relayed, copy_example,
+    Relay, Relayed, copy_example, email_sender_declares_a_daily_digest_and_unique_message_ids,
     email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups, enqueue, line_of,
 };
 use crate::support::node;
@@ -149,6 +150,12 @@ fn a_js_plugin_is_scaffolded_built_and_run_through_failures_follow_ups_and_its_c
     email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups(
         &host,
         "email.SendEmailJs",
+    );
+    email_sender_declares_a_daily_digest_and_unique_message_ids(
+        &host,
+        "email-sender-js",
+        "email.SendEmailJs",
+        "email.DailyDigestJs",
     );
 
     // Through the relay: its 503 with Retry-After defers the job for as long, by the Rust

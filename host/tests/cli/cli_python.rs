@@ -2,7 +2,8 @@
 //! --lang python`, the plugins' own pytest, `jobhost build` (which creates their `.venv`
 //! and installs their pinned componentize-py), and `jobhost run` on the memory backend
 //! working the example `plugins/email-sender-py` through a retry, a fatal error, a
-//! deferral, follow-ups, a payload that does not decode, and an HTTP request to a local
+//! deferral, follow-ups, a payload that does not decode, the schedule and the unique key
+//! it declares in force as a Rust plugin's would be, and an HTTP request to a local
 //! relay that its grants allow, at a URL and with a token its config values and secrets
 //! give (`jobhost_sdk.http`, `jobhost_sdk.config`); `jobhost dev` rebuilding a Python plugin
 //! on save.
@@ -18,7 +19,7 @@ use std::time::Duration;
 use crate::cli_dev::{edit_in_place, greeting_logged, reloaded};
 use crate::support::cli::{Host, PROCESSING, jobhost, stdout_of, write_grants};
 use crate::support::guest::{
-    Relay, Relayed, copy_example,
+    Relay, Relayed, copy_example, email_sender_declares_a_daily_digest_and_unique_message_ids,
     email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups, enqueue, line_of,
 };
 use crate::support::python;
@@ -146,6 +147,12 @@ fn a_python_plugin_is_scaffolded_built_and_run_through_retries_a_fatal_error_a_d
     email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_ups(
         &host,
         "email.SendEmailPy",
+    );
+    email_sender_declares_a_daily_digest_and_unique_message_ids(
+        &host,
+        "email-sender-py",
+        "email.SendEmailPy",
+        "email.DailyDigestPy",
     );
     let not_an_email = enqueue(&host, "email.SendEmailPy", r#"{"to": 42}"#);
     line_of(

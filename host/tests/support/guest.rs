@@ -1,7 +1,7 @@
 //! What the tests of plugins in guest languages (`cli_js`, `cli_python`) share: the
 //! language's example email sender, copied with its SDK pointed at this checkout, the
-//! jobs every email sender is put through on a running host, and the local [`Relay`] its
-//! HTTP calls go to.
+//! jobs every email sender is put through on a running host, the schedule and unique key
+//! it declares as the host sees them, and the local [`Relay`] its HTTP calls go to.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::cli::{Host, PROCESSING, json_of, logged_id};
+use super::cli::{Host, PROCESSING, json_of, logged_id, stdout_of};
 
 /// Copy the `files` of the example `plugins/{example}` into `plugins`, replacing `sdk`
 /// (the example's path to its SDK, relative to the repository) in its `manifest` by the
@@ -86,6 +86,75 @@ pub fn email_sender_works_through_retries_a_fatal_error_a_deferral_and_follow_up
     assert!(deferred.contains("delay=1s"), "{deferred}");
     line_of(host, &greylisted, &["email sent"]);
     receipted("greylisted@example.com", "1");
+}
+
+/// An example email sender's declarations in force on a running host, as a Rust plugin
+/// with the same attributes would have them: its `digest` job type scheduled by plugin
+/// `plugin` every morning at 07:00 in Paris (`jobhost schedules`), and its `send` job type
+/// unique by `message_id` for an hour (`jobhost plugins`), so a second email of one id,
+/// enqueued while the first is held, is refused naming the first.
+pub fn email_sender_declares_a_daily_digest_and_unique_message_ids(
+    host: &Host,
+    plugin: &str,
+    send: &str,
+    digest: &str,
+) {
+    let schedules = json_of(&host.cli(&["schedules", "--json"]));
+    let declared = schedules
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["name"] == digest))
+        .unwrap_or_else(|| panic!("`{digest}` is scheduled: {schedules}"));
+    assert_eq!(declared["from"], format!("plugin {plugin}"), "{declared}");
+    assert_eq!(declared["job_type"], digest, "{declared}");
+    assert_eq!(
+        (&declared["cron"], &declared["tz"], &declared["enabled"]),
+        (
+            &serde_json::json!("0 7 * * *"),
+            &serde_json::json!("Europe/Paris"),
+            &serde_json::json!(true)
+        ),
+        "{declared}"
+    );
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let next_ms = declared["next_ms"].as_i64().expect("a next tick");
+    assert!(
+        next_ms > now_ms && next_ms - now_ms <= 25 * 3_600_000,
+        "the next 07:00 in Paris is within a day: {declared}"
+    );
+
+    let plugins = json_of(&host.cli(&["plugins", "--json"]));
+    let job = plugins
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["jobs"].as_array())
+        .flatten()
+        .find(|j| j["name"] == send)
+        .unwrap_or_else(|| panic!("`{send}` is listed: {plugins}"));
+    assert_eq!(
+        job["unique"],
+        serde_json::json!({ "key": "message_id", "for_ms": 3_600_000 }),
+        "{job}"
+    );
+
+    let email = format!(
+        r#"{{"to": "once@example.com", "subject": "s", "body": "b", "message_id": "m-{plugin}"}}"#
+    );
+    let held = json_of(&host.cli(&["enqueue", send, &email, "--delay", "10m", "--json"]));
+    let held = held["job_id"].as_str().expect("a job id");
+    let duplicate = host.cli(&["enqueue", send, &email]);
+    let refused = String::from_utf8_lossy(&duplicate.stderr);
+    assert!(
+        !duplicate.status.success()
+            && refused.contains("with this unique key is already queued, held or running")
+            && refused.contains(held),
+        "a second email of one message_id is refused naming the first ({held}): {refused}"
+    );
+    let other = email.replace(&format!("m-{plugin}"), &format!("m-{plugin}-2"));
+    stdout_of(&host.cli(&["enqueue", send, &other, "--delay", "10m"]));
 }
 
 /// One request a [`Relay`] received.

@@ -6,7 +6,13 @@
 //   is sent on attempt 3;
 // - an address containing `greylisted` is deferred for 1s on its first delivery (the server
 //   asks to come back later, which spends no attempt), and sent when it comes back;
-// - once sent, an `email.Receipt` follow-up records the delivery.
+// - once sent, an `email.Receipt` follow-up records the delivery;
+// - an email with a `message_id` is unique by it: while one is queued, held or running (for
+//   at most an hour), another enqueue of the same id is refused, naming the first job.
+//
+// `email.DailyDigestJs` is a periodic job the plugin declares, as the Rust example's
+// `email.DailyDigest`: the fleet enqueues one every morning at 07:00 in Paris, exactly once
+// across its hosts, and it sends the digest as a follow-up `email.SendEmailJs`.
 //
 // With the configuration value `relay_url` (`[plugins.email_sender_js.config]` in
 // jobhost.toml, and the relay's origin in `allowed_outbound_hosts`), the email is POSTed
@@ -56,6 +62,11 @@ export async function sendEmail(email, ctx) {
   ctx.enqueue("email.Receipt", { to: email.to, attempt: ctx.attempt });
 }
 
+/** @param {{ to: string }} digest */
+export function dailyDigest(digest, ctx) {
+  ctx.enqueue("email.SendEmailJs", { to: digest.to, subject: "Daily digest", body: "Yesterday's emails went out." });
+}
+
 /** @param {{ to: string, attempt: number }} receipt */
 export function recordReceipt(receipt, ctx) {
   ctx.info("receipt recorded", { to: receipt.to, attempt: receipt.attempt });
@@ -65,7 +76,14 @@ export default plugin({
   name: "email-sender-js",
   queues: [emails],
   jobs: [
-    job("email.SendEmailJs", { queue: emails, handler: sendEmail }),
+    job("email.SendEmailJs", { queue: emails, handler: sendEmail, unique: { key: "message_id", for: "1h" } }),
     job("email.Receipt", { queue: emails, handler: recordReceipt }),
+    job("email.DailyDigestJs", {
+      queue: emails,
+      handler: dailyDigest,
+      cron: "0 7 * * *",
+      tz: "Europe/Paris",
+      payload: { to: "team@example.com" },
+    }),
   ],
 });

@@ -6,7 +6,7 @@ import { test } from "node:test";
 import { deferred, fatal, retryAfter, retryable } from "@jobhost/sdk";
 import { Response, TestContext } from "@jobhost/sdk/testing";
 
-import { FLAKY_SUCCEEDS_ON, GREYLIST_MS, sendEmail } from "../src/plugin.js";
+import declared, { FLAKY_SUCCEEDS_ON, GREYLIST_MS, dailyDigest, sendEmail } from "../src/plugin.js";
 
 const email = (to) => ({ to, subject: "hi", body: "hello there" });
 
@@ -76,5 +76,20 @@ test("a relay that refuses the email dead-letters it with the relay's answer", a
   assert.deepEqual(
     run.error,
     fatal('POST http://relay.test/send answered 422 Unprocessable Content: {"error":"mailbox unknown"}'),
+  );
+});
+
+test("the daily digest is scheduled at 07:00 in Paris and sends the team an email", async () => {
+  const digest = declared.jobs.find((j) => j.name === "email.DailyDigestJs");
+  assert.deepEqual(digest.schedule, {
+    timing: { kind: "cron", expression: "0 7 * * *", tz: "Europe/Paris" },
+    payload: '{"to":"team@example.com"}',
+    catchUp: 0,
+  });
+  const run = await new TestContext().run(dailyDigest, JSON.parse(digest.schedule.payload));
+  assert.equal(run.error, undefined);
+  assert.deepEqual(
+    run.followUps.map((f) => [f.jobType, f.payload.to, f.payload.subject]),
+    [["email.SendEmailJs", "team@example.com", "Daily digest"]],
   );
 });

@@ -12,7 +12,13 @@ follow-up. The SMTP server is pretend, and its behaviour follows the address:
   unset) with the secret `relay_token`, if any, as its bearer token; what the relay answers
   decides the job as `Response.job_result()` says (a 503 with `Retry-After` defers it that
   long, a 4xx is fatal, a 5xx retried), and its JSON `id` is logged;
-- once sent, an `email.ReceiptPy` follow-up records the delivery.
+- once sent, an `email.ReceiptPy` follow-up records the delivery;
+- an email with a `message_id` is unique by it: while one is queued, held or running (for at
+  most an hour), another enqueue of the same id is refused, naming the first job.
+
+`email.DailyDigestPy` is a periodic job the plugin declares, as the Rust example's
+`email.DailyDigest`: the fleet enqueues one every morning at 07:00 in Paris, exactly once
+across its hosts, and it sends the digest as a follow-up `email.SendEmailPy`.
 
 A payload that is not an email (`{"to": 42}`) is refused by `Email.from_json`, which
 dead-letters it as a decode error without running the handler.
@@ -22,7 +28,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypedDict
 
-from jobhost_sdk import Context, Retry, config, deferred, fatal, http, job, plugin, queue, retryable
+from jobhost_sdk import (
+    Context,
+    Retry,
+    Unique,
+    config,
+    deferred,
+    fatal,
+    http,
+    job,
+    plugin,
+    queue,
+    retryable,
+)
 
 emails = queue(
     "examples.emails-py", retry=Retry(max_attempts=4, backoff="exponential", base="1s", max="8s")
@@ -60,6 +78,10 @@ class Email:
 class Receipt(TypedDict):
     to: str
     attempt: int
+
+
+class Digest(TypedDict):
+    to: str
 
 
 def send_email(email: Email, ctx: Context) -> None:
@@ -101,11 +123,30 @@ def record_receipt(receipt: Receipt, ctx: Context) -> None:
     ctx.info("receipt recorded", to=receipt["to"], attempt=receipt["attempt"])
 
 
+def daily_digest(digest: Digest, ctx: Context) -> None:
+    email = {"to": digest["to"], "subject": "Daily digest", "body": "Yesterday's emails went out."}
+    ctx.enqueue("email.SendEmailPy", email)
+
+
 PLUGIN = plugin(
     name="email-sender-py",
     queues=[emails],
     jobs=[
-        job("email.SendEmailPy", queue=emails, handler=send_email, decode=Email.from_json),
+        job(
+            "email.SendEmailPy",
+            queue=emails,
+            handler=send_email,
+            decode=Email.from_json,
+            unique=Unique(key="message_id", for_="1h"),
+        ),
         job("email.ReceiptPy", queue=emails, handler=record_receipt),
+        job(
+            "email.DailyDigestPy",
+            queue=emails,
+            handler=daily_digest,
+            cron="0 7 * * *",
+            tz="Europe/Paris",
+            payload={"to": "team@example.com"},
+        ),
     ],
 )

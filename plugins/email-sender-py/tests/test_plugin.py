@@ -1,11 +1,13 @@
 """pytest runs the email sender's handlers natively, as the Rust example's tests do."""
 
+import json
+
 import pytest
 
 from jobhost_sdk import deferred, fatal, retry_after, retryable
 from jobhost_sdk.testing import Response, TestContext
 
-from plugin import FLAKY_SUCCEEDS_ON, GREYLIST, Email, send_email
+from plugin import FLAKY_SUCCEEDS_ON, GREYLIST, PLUGIN, Email, daily_digest, send_email
 
 
 def email(to: str) -> Email:
@@ -95,3 +97,14 @@ def test_a_relayed_address_without_a_configured_relay_is_fatal_naming_the_key():
     assert run.error.kind == "fatal"
     assert "`relay_url`" in run.error.message
     assert run.requests == []
+
+
+def test_the_daily_digest_is_scheduled_at_7_in_paris_and_sends_the_team_an_email():
+    schedule = PLUGIN.route("email.DailyDigestPy").schedule
+    timing = (schedule.timing.expression, schedule.timing.tz, schedule.catch_up)
+    assert timing == ("0 7 * * *", "Europe/Paris", 0)
+    run = TestContext().run(daily_digest, json.loads(schedule.payload))
+    assert run.error is None
+    assert [(f.job_type, f.payload["to"], f.payload["subject"]) for f in run.follow_ups] == [
+        ("email.SendEmailPy", "team@example.com", "Daily digest")
+    ]

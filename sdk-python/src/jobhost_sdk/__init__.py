@@ -28,11 +28,13 @@ from ._declare import (
     queue,
 )
 from ._duration import MAX_DELAY, Duration, parse_duration
+from ._limits import Concurrency, Rate, Unique
 from ._errors import JobError, deferred, fatal, retry_after, retryable
 
 __all__ = [
     "LEVELS",
     "MAX_DELAY",
+    "Concurrency",
     "Context",
     "DeclarationError",
     "Duration",
@@ -43,8 +45,10 @@ __all__ = [
     "Level",
     "Plugin",
     "Queue",
+    "Rate",
     "Retry",
     "RetryPolicy",
+    "Unique",
     "deferred",
     "fatal",
     "job",

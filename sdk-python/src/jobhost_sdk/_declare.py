@@ -5,7 +5,8 @@ the manifest again at load (it trusts no plugin), with its own rules.
 
 Keys, defaults and messages follow the Rust derives (docs/plugin-authors.md "Queues and
 jobs" and "Retries and backoff") and sdk-js, in Python's spelling: keyword arguments in
-snake_case, a policy as `Retry(...)`.
+snake_case, a policy as `Retry(...)`; the fleet-wide limits are read by `_limits`, a job's
+schedule by `_schedule`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ._duration import MAX_DELAY_MS, Duration, describe, format_ms, parse_duration
+from ._checks import duration, integer, optional_duration
+from ._duration import MAX_DELAY_MS, Duration, describe, format_ms
+from ._limits import (
+    Concurrency,
+    KeyCap,
+    KeyRate,
+    Rate,
+    RateLimit,
+    Unique,
+    UniqueKey,
+    key_cap,
+    key_rate,
+    queue_concurrency,
+    queue_rate,
+    unique_key,
+)
+from ._schedule import Schedule, schedule
 
 if TYPE_CHECKING:
     from ._context import Context
@@ -113,6 +130,8 @@ class Queue:
     message_ttl_ms: int | None
     timeout_ms: int | None
     retry: RetryPolicy | None
+    concurrency: int | None
+    rate: RateLimit | None
 
 
 @dataclass(frozen=True)
@@ -125,6 +144,10 @@ class Job:
     retry: RetryPolicy | None
     timeout_ms: int | None
     decode: Callable[[Any], Any] | None
+    concurrency: KeyCap | None
+    rate: KeyRate | None
+    unique: UniqueKey | None
+    schedule: Schedule | None
 
 
 @dataclass(frozen=True)
@@ -151,17 +174,22 @@ def queue(
     message_ttl: Duration | None = None,
     timeout: Duration | None = None,
     retry: Retry | None = None,
+    concurrency: int | None = None,
+    rate: str | None = None,
+    burst: int | None = None,
 ) -> Queue:
     """A queue the plugin consumes, by its broker name.
 
     `prefetch` 1..=65535, `durable` (default true; a quorum queue always is), `queue_type`
     "classic" or "quorum", `max_priority` 0..=255, `message_ttl` and `timeout` durations,
-    `retry` the policy of its jobs that have none (none means one attempt, no retries).
+    `retry` the policy of its jobs that have none (none means one attempt, no retries);
+    fleet-wide, `concurrency` (1..=1000 jobs at once) and `rate` ("50/s", "10/m", "1000/h";
+    at most 1000 a second) with `burst` (1..=10000, default the count).
     Raises `DeclarationError` listing every problem.
     """
     problems: list[str] = []
     _check_name(name, _queue_name_rule, problems)
-    _integer("prefetch", prefetch, 1, 65_535, problems)
+    integer("prefetch", prefetch, 1, 65_535, problems)
     if durable is not None and not isinstance(durable, bool):
         problems.append(f"`durable` must be True or False, got {describe(durable)}")
     if queue_type not in ("classic", "quorum"):
@@ -171,16 +199,18 @@ def queue(
             '`durable=False` does not apply to `queue_type="quorum"`: a quorum queue is always '
             'durable; remove `durable=False`, or write `queue_type="classic"`'
         )
-    _integer("max_priority", max_priority, 0, 255, problems)
+    integer("max_priority", max_priority, 0, 255, problems)
     declared = Queue(
         name=name,
         prefetch=prefetch,
         durable=queue_type == "quorum" or durable is not False,
         queue_type=queue_type,
         max_priority=max_priority,
-        message_ttl_ms=_optional_duration("message_ttl", message_ttl, problems),
-        timeout_ms=_optional_duration("timeout", timeout, problems),
+        message_ttl_ms=optional_duration("message_ttl", message_ttl, problems),
+        timeout_ms=optional_duration("timeout", timeout, problems),
         retry=_optional_retry(retry, problems),
+        concurrency=queue_concurrency(concurrency, problems),
+        rate=queue_rate(rate, burst, problems),
     )
     return _finish(f"queue {describe(name)}", declared, problems)
 
@@ -193,12 +223,24 @@ def job(
     retry: Retry | None = None,
     timeout: Duration | None = None,
     decode: Callable[[Any], Any] | None = None,
+    concurrency: Concurrency | None = None,
+    rate: Rate | None = None,
+    unique: Unique | None = None,
+    cron: str | None = None,
+    tz: str | None = None,
+    every: Duration | None = None,
+    payload: Any = None,
+    catch_up: int | None = None,
 ) -> Job:
     """A job type and its handler.
 
     `queue` is a `queue(...)` of the plugin or its name; `handler(payload, ctx)` a plain
     function (not `async`); `retry` replaces the queue's policy; `decode(json)` turns the
     parsed JSON into the payload, and what it raises dead-letters the job as a decode error.
+    Per key of the payload, fleet-wide: `concurrency=Concurrency(key, limit)`,
+    `rate=Rate(limit, key=..., burst=..., respect_retry_after=...)` (no key: the job type as
+    a whole) and `unique=Unique(key, for_)`. A periodic job: `cron` with `tz` (default UTC),
+    or `every` (at least 1s), with `payload` (default `{}`) and `catch_up` (0..=1000).
     Raises `DeclarationError` listing every problem.
     """
     problems: list[str] = []
@@ -223,8 +265,12 @@ def job(
         queue=queue_name,
         handler=handler,
         retry=_optional_retry(retry, problems),
-        timeout_ms=_optional_duration("timeout", timeout, problems),
+        timeout_ms=optional_duration("timeout", timeout, problems),
         decode=decode,
+        concurrency=key_cap(concurrency, problems),
+        rate=key_rate(rate, problems),
+        unique=unique_key(unique, problems),
+        schedule=schedule(cron, tz, every, payload, catch_up, problems),
     )
     return _finish(f"job {describe(name)}", declared, problems)
 
@@ -275,7 +321,7 @@ def _optional_retry(retry: Retry | None, problems: list[str]) -> RetryPolicy | N
         return None
     local: list[str] = []
     max_attempts = _default(retry.max_attempts, _DEFAULT_ATTEMPTS)
-    _integer("max_attempts", max_attempts, 1, _U32, local, "at least 1 (1 means no retries)")
+    integer("max_attempts", max_attempts, 1, _U32, local, "at least 1 (1 means no retries)")
     kind = _default(retry.backoff, "exponential")
     backoff: NoBackoff | FixedBackoff | ExponentialBackoff | None = None
     if kind not in ("none", "fixed", "exponential"):
@@ -341,7 +387,7 @@ def _hold_delay(
     key: str, value: Duration | None, fallback: int | None, problems: list[str]
 ) -> int | None:
     """A retry wait: a duration no longer than a broker hold queue can hold a job."""
-    ms = fallback if value is None else _duration(key, value, problems)
+    ms = fallback if value is None else duration(key, value, problems)
     if ms is not None and ms > MAX_DELAY_MS:
         problems.append(
             f"`{key}` of {format_ms(ms)} exceeds the longest hold of {format_ms(MAX_DELAY_MS)} "
@@ -350,28 +396,6 @@ def _hold_delay(
         )
         return None
     return ms
-
-
-def _optional_duration(key: str, value: Duration | None, problems: list[str]) -> int | None:
-    return None if value is None else _duration(key, value, problems)
-
-
-def _duration(key: str, value: Duration, problems: list[str]) -> int | None:
-    try:
-        return parse_duration(value)
-    except ValueError as error:
-        problems.append(f"`{key}`: {error}")
-        return None
-
-
-def _integer(
-    key: str, value: object, low: int, high: int, problems: list[str], rule: str = ""
-) -> None:
-    # `bool` is an `int` to Python, never to a declaration.
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        problems.append(
-            f"`{key}` must be {rule or f'between {low} and {high}'}, got {describe(value)}"
-        )
 
 
 def _default(value: _T | None, fallback: _T) -> _T:

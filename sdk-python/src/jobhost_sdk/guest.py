@@ -20,6 +20,8 @@ from wit_world.imports import host, types
 from . import _host, _wasi
 from ._context import Context, Delivery, EnqueueError, Level
 from ._declare import ExponentialBackoff, FixedBackoff, Plugin, RetryPolicy
+from ._limits import KeyCap, KeyRate, RateLimit, UniqueKey
+from ._schedule import CronTiming, Schedule
 from ._errors import JobError
 from ._run import run_delivery
 
@@ -95,8 +97,8 @@ def _manifest(declared: Plugin) -> types.Manifest:
             message_ttl=q.message_ttl_ms,
             retry=_retry_policy(q.retry),
             timeout=q.timeout_ms,
-            concurrency=None,
-            rate=None,
+            concurrency=q.concurrency,
+            rate=None if q.rate is None else _rate_limit(q.rate),
         )
         for q in declared.queues
     ]
@@ -106,14 +108,44 @@ def _manifest(declared: Plugin) -> types.Manifest:
             queue=j.queue,
             retry=_retry_policy(j.retry),
             timeout=j.timeout_ms,
-            concurrency=None,
-            rate=None,
-            unique=None,
-            schedule=None,
+            concurrency=_key_concurrency(j.concurrency),
+            rate=_key_rate(j.rate),
+            unique=_unique_key(j.unique),
+            schedule=_job_schedule(j.schedule),
         )
         for j in declared.jobs
     ]
     return types.Manifest(name=declared.name, queues=queues, jobs=jobs)
+
+
+def _rate_limit(rate: RateLimit) -> types.RateLimit:
+    return types.RateLimit(rate.count, types.RateUnit[rate.unit.upper()], rate.burst)
+
+
+def _key_concurrency(cap: KeyCap | None) -> types.KeyConcurrency | None:
+    return None if cap is None else types.KeyConcurrency(cap.key, cap.limit)
+
+
+def _key_rate(limit: KeyRate | None) -> types.KeyRate | None:
+    if limit is None:
+        return None
+    return types.KeyRate(limit.key, _rate_limit(limit.rate), limit.respect_retry_after)
+
+
+def _unique_key(unique: UniqueKey | None) -> types.UniqueKey | None:
+    return None if unique is None else types.UniqueKey(unique.key, unique.for_ms)
+
+
+def _job_schedule(schedule: Schedule | None) -> types.JobSchedule | None:
+    if schedule is None:
+        return None
+    timing: types.ScheduleTiming
+    match schedule.timing:
+        case CronTiming(expression, tz):
+            timing = types.ScheduleTiming_Cron(types.CronSchedule(expression, tz))
+        case every:
+            timing = types.ScheduleTiming_Every(every.period_ms)
+    return types.JobSchedule(timing, schedule.payload, schedule.catch_up)
 
 
 def _retry_policy(policy: RetryPolicy | None) -> types.RetryPolicy | None:
