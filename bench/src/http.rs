@@ -175,6 +175,7 @@ async fn through_plugin(
             priority: 0,
             age: Duration::ZERO,
             payload: &payload,
+            batch: None,
             timeout: Duration::from_secs(60),
             trace: JobTrace::start(None),
             record: recorder.map(|to| Record {

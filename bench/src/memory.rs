@@ -130,6 +130,7 @@ pub(crate) async fn invoke_noop(plugin: &Plugin) -> anyhow::Result<()> {
         priority: 0,
         age: Duration::ZERO,
         payload: b"{}",
+        batch: None,
         trace: JobTrace::start(None),
         timeout: Duration::from_secs(60),
         record: None,

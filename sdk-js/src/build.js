@@ -25,7 +25,7 @@ import { parseArgs } from "node:util";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 /** The `jobhost:plugin` version this SDK's component side speaks. */
-export const WIT_VERSION = "0.4.0";
+export const WIT_VERSION = "0.5.0";
 
 /** The build's scratch directory in the plugin, ignored by the scaffold's .gitignore. */
 const SCRATCH = ".jobhost";

@@ -8,7 +8,7 @@
 // exported `result` is the returned value or a thrown `{ tag, val }` error, and an imported
 // one returns its `ok` value or throws an error whose `payload` is the `err` value.
 
-import { enqueue, log } from "jobhost:plugin/host@0.4.0";
+import { enqueue, log } from "jobhost:plugin/host@0.5.0";
 import { get as configGet } from "wasi:config/store@0.2.0-rc.1";
 import { handle } from "wasi:http/outgoing-handler@0.2.12";
 import {

@@ -6,6 +6,8 @@
 //!   ending seen again (a member redelivered after a host died between its record and its
 //!   ack) or a firing seen again changes nothing, so a follower that starts the log over
 //!   after a reconnect folds it to the same state.
+//! - A member may add members to its batch before it ends ([`BatchRecord::Add`]); an add
+//!   by a job that is not a member, or met once every member completed, changes nothing.
 //! - A member counts once, by its job id; an ending of a job that is not a member of an
 //!   opened batch (a forged `batch` field, or a batch past the log's retention) is ignored.
 //!   A member that ended dead and then completed (its dead letter replayed) counts as
@@ -134,6 +136,7 @@ impl Tally {
                 self.open(opened);
                 return Vec::new();
             }
+            BatchRecord::Add { by, members, .. } => self.add(batch, by, &members),
             BatchRecord::End { job_id, end, .. } => self.end(batch, job_id, end),
             BatchRecord::Fired {
                 callback, job_id, ..
@@ -216,6 +219,29 @@ impl Tally {
                 fired: BTreeMap::new(),
             },
         );
+    }
+
+    /// Add `members` to `batch`, as its member `by` asked before it ended. A batch whose
+    /// members all completed keeps only its counts, so an add it meets then is a run of a
+    /// member seen again (its host died before its ack) and changes nothing; so is a member
+    /// already known.
+    fn add(&mut self, batch: Uuid, by: Uuid, members: &[Uuid]) {
+        let Some(kept) = self.batches.get_mut(&batch) else {
+            return;
+        };
+        if !kept.members.contains_key(&by) {
+            return;
+        }
+        for member in members {
+            if self.tracked >= TRACKED_MAX {
+                tracing::warn!(%batch, "members added past the bound a host tracks are not counted");
+                return;
+            }
+            if kept.members.insert(*member, None).is_none() {
+                kept.total += 1;
+                self.tracked += 1;
+            }
+        }
     }
 
     fn end(&mut self, batch: Uuid, job_id: Uuid, end: MemberEnd) {
@@ -412,6 +438,55 @@ mod tests {
         }
         let view = tally.view(batch).unwrap();
         assert_eq!((view.completed, view.pending), (5, 0));
+    }
+
+    #[test]
+    fn a_member_that_adds_jobs_keeps_its_batch_open_until_they_end_too() {
+        let members = [Uuid::new_v4()];
+        let open = opened(&members, all_three());
+        let batch = open.batch;
+        let added = [Uuid::new_v4(), Uuid::new_v4()];
+        let mut tally = Tally::default();
+        tally.fold(BatchRecord::Open(open));
+        let add = BatchRecord::Add {
+            batch,
+            by: members[0],
+            members: added.to_vec(),
+        };
+        tally.fold(add.clone());
+        assert!(
+            tally
+                .fold(end(batch, members[0], MemberEnd::Completed))
+                .is_empty()
+        );
+        assert!(
+            tally
+                .fold(end(batch, added[0], MemberEnd::Completed))
+                .is_empty()
+        );
+        // The adding member run again: its add changes nothing.
+        tally.fold(add.clone());
+        let dues = tally.fold(end(batch, added[1], MemberEnd::Completed));
+        assert_eq!(due(&dues), [Callback::OnSuccess, Callback::OnComplete]);
+        assert_eq!(tally.view(batch).unwrap().total, 3);
+        // Met again once the batch is done, it reopens nothing.
+        tally.fold(add);
+        assert_eq!(tally.view(batch).unwrap().pending, 0);
+    }
+
+    #[test]
+    fn an_add_by_a_job_that_is_no_member_changes_nothing() {
+        let members = [Uuid::new_v4()];
+        let open = opened(&members, all_three());
+        let batch = open.batch;
+        let mut tally = Tally::default();
+        tally.fold(BatchRecord::Open(open));
+        tally.fold(BatchRecord::Add {
+            batch,
+            by: Uuid::new_v4(),
+            members: vec![Uuid::new_v4()],
+        });
+        assert_eq!(tally.view(batch).unwrap().total, 1);
     }
 
     #[test]

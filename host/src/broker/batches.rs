@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::BrokerError;
+use crate::job::{Callback, Callbacks, MemberEnd};
 use crate::text::{NAME_MAX, bounded};
 
 /// The RabbitMQ stream queue of every batch record, which every host follows.
@@ -50,74 +51,6 @@ pub const RECORD_MAX_BYTES: usize = 4 * 1024 * 1024 + 2 * CONTEXT_MAX_BYTES;
 
 /// The largest context a batch hands its callbacks, as JSON.
 pub const CONTEXT_MAX_BYTES: usize = 16 * 1024;
-
-/// Which callback of a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Callback {
-    /// Every member completed.
-    OnSuccess,
-    /// Every member ended, completed or dead-lettered.
-    OnComplete,
-    /// A member was dead-lettered: fired at the first.
-    OnDeath,
-}
-
-impl Callback {
-    /// Every callback, in the order they are shown.
-    pub const ALL: [Self; 3] = [Self::OnSuccess, Self::OnComplete, Self::OnDeath];
-
-    /// Its name on the wire and in the CLI: `on_success`, `on_complete`, `on_death`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::OnSuccess => "on_success",
-            Self::OnComplete => "on_complete",
-            Self::OnDeath => "on_death",
-        }
-    }
-}
-
-/// The job type each callback enqueues, when the batch has it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Callbacks {
-    /// Enqueued once every member completed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_success: Option<String>,
-    /// Enqueued once every member ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_complete: Option<String>,
-    /// Enqueued at the first member dead-lettered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_death: Option<String>,
-}
-
-impl Callbacks {
-    /// The job type of `callback`, if the batch has it.
-    pub fn get(&self, callback: Callback) -> Option<&str> {
-        match callback {
-            Callback::OnSuccess => self.on_success.as_deref(),
-            Callback::OnComplete => self.on_complete.as_deref(),
-            Callback::OnDeath => self.on_death.as_deref(),
-        }
-    }
-
-    /// Each callback the batch has, with its job type.
-    pub fn each(&self) -> impl Iterator<Item = (Callback, &str)> {
-        Callback::ALL
-            .into_iter()
-            .filter_map(|callback| Some((callback, self.get(callback)?)))
-    }
-}
-
-/// How a member ended for its batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MemberEnd {
-    /// Its handler completed.
-    Completed,
-    /// It went to the dead letters: dead-lettered, expired or cancelled.
-    Dead,
-}
 
 /// A batch opened: its members, its callbacks and what they are handed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,6 +74,15 @@ pub struct Opened {
 pub enum BatchRecord {
     /// A batch opened.
     Open(Opened),
+    /// A member added jobs to its batch, before its own end.
+    Add {
+        /// The batch.
+        batch: Uuid,
+        /// The member that added them.
+        by: Uuid,
+        /// The new members' job ids, each published after this record.
+        members: Vec<Uuid>,
+    },
     /// A member ended for good, as settled by some host.
     End {
         /// Its batch.
@@ -177,7 +119,9 @@ impl BatchRecord {
     pub fn batch(&self) -> Option<Uuid> {
         match self {
             Self::Open(opened) => Some(opened.batch),
-            Self::End { batch, .. } | Self::Fired { batch, .. } => Some(*batch),
+            Self::Add { batch, .. } | Self::End { batch, .. } | Self::Fired { batch, .. } => {
+                Some(*batch)
+            }
             Self::Mark { .. } => None,
         }
     }
@@ -204,15 +148,20 @@ impl BatchRecord {
     /// Whether an opening is within bounds, so that what an API caller asks is refused
     /// before anything is published.
     pub fn check(&self) -> Result<(), BadBatchRecord> {
+        let members = match self {
+            Self::Open(opened) => &opened.members,
+            Self::Add { members, .. } => members,
+            Self::End { .. } | Self::Fired { .. } | Self::Mark { .. } => return Ok(()),
+        };
+        if members.is_empty() || members.len() > BATCH_MAX {
+            return Err(BadBatchRecord(format!(
+                "a batch has 1 to {BATCH_MAX} members, not {}",
+                members.len()
+            )));
+        }
         let Self::Open(opened) = self else {
             return Ok(());
         };
-        if opened.members.is_empty() || opened.members.len() > BATCH_MAX {
-            return Err(BadBatchRecord(format!(
-                "a batch has 1 to {BATCH_MAX} members, not {}",
-                opened.members.len()
-            )));
-        }
         if let Some(context) = &opened.context {
             let bytes = serde_json::to_string(context).map_or(usize::MAX, |json| json.len());
             if bytes > CONTEXT_MAX_BYTES {
@@ -304,6 +253,11 @@ mod tests {
             },
             BatchRecord::Mark {
                 mark: Uuid::new_v4(),
+            },
+            BatchRecord::Add {
+                batch,
+                by: Uuid::new_v4(),
+                members: vec![Uuid::new_v4()],
             },
         ] {
             assert_eq!(BatchRecord::decode(&record.encode()), Ok(record));

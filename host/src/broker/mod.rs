@@ -45,10 +45,10 @@ use crate::envelope::Envelope;
 use crate::policy::{DelayTooLong, HoldDelay};
 use crate::trace::TraceContext;
 
+pub use crate::job::{Callback, Callbacks, MemberEnd};
 pub use batches::{
     BATCH_MAX, BATCHES_RETENTION, BATCHES_STREAM, BadBatchRecord, BatchFollower, BatchRecord,
-    Batches, CONTEXT_MAX_BYTES, Callback, Callbacks, MEMORY_RECORDS, MemberEnd, Opened,
-    RECORD_MAX_BYTES,
+    Batches, CONTEXT_MAX_BYTES, MEMORY_RECORDS, Opened, RECORD_MAX_BYTES,
 };
 pub use control::{
     BadOrder, CONTROL_RETENTION, CONTROL_STREAM, Command, Control, Followed, Follower,

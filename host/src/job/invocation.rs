@@ -7,6 +7,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::Recorder;
+use super::batch::SharedJoins;
 use crate::trace::JobTrace;
 
 /// One delivery to run.
@@ -30,6 +31,8 @@ pub struct Invocation<'a> {
     pub age: Duration,
     /// The job's JSON.
     pub payload: &'a [u8],
+    /// The batch the job is a member of, if any: where `add-to-batch` adds.
+    pub batch: Option<Uuid>,
     /// The attempt's span: its trace, its own id and its parent; the guest's log lines
     /// carry the first two.
     pub trace: JobTrace,
@@ -83,4 +86,6 @@ pub struct FollowUp {
     pub payload: Box<RawValue>,
     /// How long to hold it before its first delivery.
     pub delay: Option<Duration>,
+    /// The batch it joins, if the handler enqueued it into one.
+    pub batch: Option<SharedJoins>,
 }

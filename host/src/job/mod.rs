@@ -4,6 +4,8 @@
 //! - [`Manifest`], [`JobSpec`], [`ManifestError`]: what a plugin serves, and why a manifest
 //!   is refused.
 //! - [`Invocation`], [`Outcome`], [`FollowUp`]: one delivery to run, and what became of it.
+//! - [`Callback`], [`Callbacks`], [`MemberEnd`], [`Joins`]: a batch's callbacks, how a
+//!   member ends for it, and which batch a follow-up joins ([`batch`]).
 //! - [`Settled`], [`DeadCause`], [`Throttle`], [`SettledJob`]: how a delivery was settled,
 //!   as the host's observers read it ([`crate::telemetry`]).
 //! - [`PluginChange`]: what a load of one plugin file did.
@@ -18,6 +20,7 @@
 //! - [`Schedule`], [`Timing`], [`Missed`]: when a periodic job fires, the operator's or a
 //!   plugin's, and the rules both are read by ([`schedule`]).
 
+pub mod batch;
 mod delay;
 mod expiry;
 mod invocation;
@@ -29,6 +32,7 @@ pub mod schedule;
 mod settled;
 mod utc;
 
+pub use batch::{Callback, Callbacks, Joins, MemberEnd};
 pub use delay::{DelayTooLong, MAX_HOLD_DELAY};
 pub use expiry::{Deadline, Expired, Start};
 pub(crate) use expiry::{now_ms, now_plus};

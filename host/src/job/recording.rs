@@ -79,6 +79,9 @@ pub struct RecordedJob {
     pub timeout_ms: u64,
     /// The payload's JSON text, as delivered.
     pub payload: String,
+    /// The batch the job was a member of, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Uuid>,
 }
 
 /// The plugin a recording ran on.

@@ -227,6 +227,18 @@ impl Spent {
         Ok(())
     }
 
+    /// Check that `count` more follow-ups (a batch's members) fit before their views are
+    /// read; each is then charged with [`Spent::follow_up`].
+    pub(super) fn follow_ups_fit(&self, count: usize) -> Result<(), BudgetExceeded> {
+        let after = (self.follow_ups as usize).saturating_add(count);
+        if after > self.budget.follow_ups as usize {
+            return Err(BudgetExceeded::FollowUps {
+                limit: self.budget.follow_ups,
+            });
+        }
+        Ok(())
+    }
+
     /// Charge one `enqueue` of a job type of `job_type_len` bytes and a payload of
     /// `payload_len` bytes, before either is copied.
     pub(super) fn follow_up(

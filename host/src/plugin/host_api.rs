@@ -1,4 +1,5 @@
-//! The `host` interface a guest imports: `log`, `enqueue` and `report-panic`.
+//! The `host` interface a guest imports: `log`, `enqueue`, `enqueue-batch`,
+//! `add-to-batch` and `report-panic`.
 //!
 //! Linked by hand rather than through bindgen's generated trait, because bindgen lifts every
 //! `string` and `list` argument into a host `String` or `Vec` before the host sees it: a
@@ -11,18 +12,21 @@
 //! UTF-16 strings is transcoded by wasmtime into a host string before its length is known;
 //! that copy is bounded by the guest's memory cap, as the string lies in guest memory.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
 use uuid::Uuid;
 use wasmtime::StoreContextMut;
-use wasmtime::component::{Linker, WasmList, WasmStr};
+use wasmtime::component::{ComponentType, Lift, Linker, WasmList, WasmStr};
 
 use super::bindings::types::Level;
 use super::budget::{BudgetExceeded, PANIC_MESSAGE_MAX};
 use super::load::WIT_VERSION;
 use super::store::JobState;
-use crate::job::FollowUp;
+use crate::broker::CONTEXT_MAX_BYTES;
+use crate::job::batch::{member_job_id, opened_batch_id};
+use crate::job::{Callbacks, FollowUp, JOB_TYPE_MAX, Joins};
 use crate::text::{self, NAME_MAX};
 
 type Store<'a> = StoreContextMut<'a, JobState>;
@@ -41,6 +45,15 @@ pub(super) fn add_to_linker(linker: &mut Linker<JobState>) -> wasmtime::Result<(
     })?;
     host.func_wrap("report-panic", |store, (message,)| {
         report_panic(store, &message)
+    })?;
+    host.func_wrap(
+        "enqueue-batch",
+        |store, (jobs, callbacks, context): (GuestJobs, GuestCallbacks, Option<WasmList<u8>>)| {
+            enqueue_batch(store, &jobs, &callbacks, context.as_ref()).map(|result| (result,))
+        },
+    )?;
+    host.func_wrap("add-to-batch", |store, (jobs,): (GuestJobs,)| {
+        add_to_batch(store, &jobs).map(|result| (result,))
     })?;
     Ok(())
 }
@@ -122,6 +135,20 @@ fn enqueue(
 
 /// A follow-up of `job_type` with `payload`, or why the guest's request is refused.
 fn follow_up(job_type: &str, payload: &[u8], delay: Option<u64>) -> Result<FollowUp, String> {
+    checked_job_type(job_type)?;
+    let payload: Box<RawValue> = serde_json::from_slice(payload)
+        .map_err(|err| format!("the payload of `{job_type}` is not JSON: {err}"))?;
+    Ok(FollowUp {
+        job_id: Uuid::new_v4(),
+        job_type: job_type.to_owned(),
+        payload,
+        delay: delay.map(Duration::from_millis),
+        batch: None,
+    })
+}
+
+/// Why `job_type` cannot name a job, if it cannot.
+fn checked_job_type(job_type: &str) -> Result<(), String> {
     if job_type.is_empty() {
         return Err("the job type is empty".to_owned());
     }
@@ -131,14 +158,160 @@ fn follow_up(job_type: &str, payload: &[u8], delay: Option<u64>) -> Result<Follo
             "the job type `{shown}` contains control characters"
         ));
     }
-    let payload: Box<RawValue> = serde_json::from_slice(payload)
-        .map_err(|err| format!("the payload of `{job_type}` is not JSON: {err}"))?;
-    Ok(FollowUp {
-        job_id: Uuid::new_v4(),
-        job_type: job_type.to_owned(),
-        payload,
-        delay: delay.map(Duration::from_millis),
-    })
+    Ok(())
+}
+
+/// A batch's callbacks as the guest passes them: views into its memory, read only once
+/// their lengths are checked.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+struct GuestCallbacks {
+    #[component(name = "on-success")]
+    on_success: Option<WasmStr>,
+    #[component(name = "on-complete")]
+    on_complete: Option<WasmStr>,
+    #[component(name = "on-death")]
+    on_death: Option<WasmStr>,
+}
+
+/// Jobs as a batch call passes them: a job type and a JSON payload each.
+type GuestJobs = WasmList<(WasmStr, WasmList<u8>)>;
+
+/// Collect the members of a new batch; the worker opens it and publishes them only if the
+/// job completes. Each member is charged as a follow-up before it is copied; a refusal
+/// the guest can act on is returned to it.
+fn enqueue_batch(
+    mut store: Store<'_>,
+    jobs: &GuestJobs,
+    callbacks: &GuestCallbacks,
+    context: Option<&WasmList<u8>>,
+) -> wasmtime::Result<Result<String, String>> {
+    call(&mut store)?;
+    let callbacks = match guest_callbacks(&store, callbacks)? {
+        Ok(callbacks) => callbacks,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let context = match context {
+        None => None,
+        Some(context) if context.len() > CONTEXT_MAX_BYTES => {
+            return Ok(Err(format!(
+                "the batch's context is {} bytes, the limit is {CONTEXT_MAX_BYTES}",
+                context.len()
+            )));
+        }
+        Some(context) => match serde_json::from_slice(context.as_le_slice(&store)) {
+            Ok(context) => Some(context),
+            Err(err) => return Ok(Err(format!("the batch's context is not JSON: {err}"))),
+        },
+    };
+    let state = store.data();
+    let batch = opened_batch_id(state.job_id, state.batch_groups);
+    let joins = Arc::new(Joins::Opened {
+        batch,
+        callbacks,
+        context,
+    });
+    Ok(join(store, jobs, joins)?.map(|_| batch.to_string()))
+}
+
+/// Collect jobs that join the batch the job is a member of, published (after an add
+/// record) only if the job completes.
+fn add_to_batch(
+    mut store: Store<'_>,
+    jobs: &GuestJobs,
+) -> wasmtime::Result<Result<Vec<String>, String>> {
+    call(&mut store)?;
+    let Some(batch) = store.data().batch else {
+        return Ok(Err("this job is in no batch".to_owned()));
+    };
+    let joins = Arc::new(Joins::Parent { batch });
+    Ok(join(store, jobs, joins)?.map(|ids| ids.iter().map(Uuid::to_string).collect()))
+}
+
+/// The callbacks' job types, each checked as a follow-up's is.
+fn guest_callbacks(
+    store: &Store<'_>,
+    callbacks: &GuestCallbacks,
+) -> wasmtime::Result<Result<Callbacks, String>> {
+    let read = |job_type: &Option<WasmStr>| -> wasmtime::Result<Result<Option<String>, String>> {
+        let Some(job_type) = job_type else {
+            return Ok(Ok(None));
+        };
+        let job_type = job_type.to_str(store)?;
+        if job_type.len() > JOB_TYPE_MAX {
+            return Ok(Err(format!(
+                "a callback's job type is {} bytes, the limit is {JOB_TYPE_MAX}",
+                job_type.len()
+            )));
+        }
+        Ok(checked_job_type(&job_type).map(|()| Some(job_type.into_owned())))
+    };
+    let on_success = match read(&callbacks.on_success)? {
+        Ok(job_type) => job_type,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let on_complete = match read(&callbacks.on_complete)? {
+        Ok(job_type) => job_type,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let on_death = match read(&callbacks.on_death)? {
+        Ok(job_type) => job_type,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    Ok(Ok(Callbacks {
+        on_success,
+        on_complete,
+        on_death,
+    }))
+}
+
+/// Collect `jobs` as follow-ups joining `joins`, their ids derived from the job's and the
+/// group's number, so a job run twice enqueues the same members. Every member is charged
+/// before any is copied; one refused refuses the group, which still counts against the
+/// budget.
+fn join(
+    mut store: Store<'_>,
+    jobs: &GuestJobs,
+    joins: Arc<Joins>,
+) -> wasmtime::Result<Result<Vec<Uuid>, String>> {
+    if jobs.len() == 0 {
+        return Ok(Err("a batch has at least one job".to_owned()));
+    }
+    if let Err(exceeded) = store.data().spent.follow_ups_fit(jobs.len()) {
+        return Err(overrun(&mut store, exceeded));
+    }
+    // Views only: a pair is two pointers and two lengths, and the count fits the budget.
+    let views = jobs
+        .iter(&mut store)?
+        .collect::<wasmtime::Result<Vec<_>>>()?;
+    for (job_type, payload) in &views {
+        let job_type_len = job_type.to_str(&store)?.len();
+        let state = store.data_mut();
+        if let Err(exceeded) = state.spent.follow_up(job_type_len, payload.len()) {
+            return Err(state.spent.overrun(exceeded));
+        }
+    }
+    let state = store.data();
+    let (job_id, group) = (state.job_id, state.batch_groups);
+    let mut members = Vec::with_capacity(views.len());
+    for (i, (job_type, payload)) in views.iter().enumerate() {
+        let job_type = job_type.to_str(&store)?;
+        let member =
+            follow_up(&job_type, payload.as_le_slice(&store), None).map(|member| FollowUp {
+                job_id: member_job_id(job_id, group, i),
+                batch: Some(Arc::clone(&joins)),
+                ..member
+            });
+        match member {
+            Ok(member) => members.push(member),
+            Err(refused) => return Ok(Err(refused)),
+        }
+    }
+    let state = store.data_mut();
+    state.batch_groups += 1;
+    let ids = members.iter().map(|member| member.job_id).collect();
+    state.follow_ups.extend(members);
+    Ok(Ok(ids))
 }
 
 /// Record the message of the panic the guest is about to abort with.

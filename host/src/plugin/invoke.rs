@@ -73,6 +73,7 @@ impl Plugin {
             priority: job.priority,
             age: Duration::from_millis(job.age_ms),
             payload: job.payload.as_bytes(),
+            batch: job.batch,
             trace: JobTrace::start(None),
             timeout: Duration::from_millis(job.timeout_ms),
             record: None,
@@ -127,6 +128,7 @@ impl Plugin {
                 budget: engine.config.host_calls.clone(),
                 plugin: inner.identity.clone(),
                 job_id: job.job_id,
+                batch: job.batch,
                 grants: engine.grants.current(),
                 tape,
             },
@@ -172,6 +174,7 @@ fn recorded_job(job: &Invocation<'_>) -> RecordedJob {
         age_ms: u64::try_from(job.age.as_millis()).unwrap_or(u64::MAX),
         timeout_ms: u64::try_from(job.timeout.as_millis()).unwrap_or(u64::MAX),
         payload: String::from_utf8_lossy(job.payload).into_owned(),
+        batch: job.batch,
     }
 }
 

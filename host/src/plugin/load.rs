@@ -45,7 +45,7 @@ use crate::job::Manifest;
 
 macro_rules! wit_version {
     () => {
-        "0.4.0"
+        "0.5.0"
     };
 }
 
@@ -249,6 +249,7 @@ fn read_manifest(
             grants: Arc::new(Grants::none(crate::grants::FILE_NAME)),
             plugin: identity.clone(),
             job_id: Uuid::nil(),
+            batch: None,
             tape: None,
         },
     );

@@ -37,6 +37,13 @@ pub(super) struct JobState {
     pub(super) spent: Spent,
     /// The follow-up jobs the guest enqueued, in order.
     pub(super) follow_ups: Vec<FollowUp>,
+    /// The job, and the batch it is a member of: what `enqueue-batch` and `add-to-batch`
+    /// derive their ids from and add to.
+    pub(super) job_id: Uuid,
+    pub(super) batch: Option<Uuid>,
+    /// How many groups of batch members the guest enqueued so far (`enqueue-batch` and
+    /// `add-to-batch` calls), numbering their ids.
+    pub(super) batch_groups: u32,
     /// The message of the guest's panic, reported just before it aborts.
     pub(super) panic: Option<String>,
     /// What records the job's import answers, or plays a recording's back.
@@ -129,6 +136,8 @@ pub(super) struct StoreSetup {
     /// Who the plugin is to its grants: its file, not its manifest.
     pub(super) plugin: Identity,
     pub(super) job_id: Uuid,
+    /// The batch the job is a member of.
+    pub(super) batch: Option<Uuid>,
     /// The grants in force when the call starts.
     pub(super) grants: Arc<Grants>,
     /// Whether to record the call, or the recording it plays back.
@@ -152,6 +161,7 @@ pub(super) fn new_store(
         budget,
         plugin,
         job_id,
+        batch,
         grants,
         tape,
     } = setup;
@@ -189,6 +199,9 @@ pub(super) fn new_store(
         log,
         spent: Spent::new(budget),
         follow_ups: Vec::new(),
+        job_id,
+        batch,
+        batch_groups: 0,
         panic: None,
         tape,
     };

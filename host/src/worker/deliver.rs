@@ -65,10 +65,12 @@ use super::rates;
 use super::registry::{Registry, Route};
 use super::settle::{DeliveryOf, Settlement, Settling};
 use super::unsettled::{MessageKey, Unsettled};
-use crate::broker::{Backend, Delivery};
+use uuid::Uuid;
+
+use crate::broker::{Backend, BatchRecord, Delivery, Opened};
 use crate::envelope::Envelope;
 use crate::job::{
-    DeadCause, Delayed, FollowUp, Invocation, Outcome, Record, Start, now_ms, now_plus,
+    DeadCause, Delayed, FollowUp, Invocation, Joins, Outcome, Record, Start, now_ms, now_plus,
 };
 use crate::policy::{Decision, DelayTooLong, HoldDelay, decide, effective_timeout};
 use crate::producer::EnqueueOptions;
@@ -212,7 +214,12 @@ async fn run<B: Backend>(
     let decision = match decide(policy, attempt, outcome, granularity) {
         Decision::Complete { follow_ups } => {
             match route_follow_ups(shared, &registry, envelope, trace, follow_ups) {
-                Ok(follow_ups) => return Settlement::Ack { follow_ups },
+                Ok((follow_ups, batches)) => {
+                    return Settlement::Ack {
+                        follow_ups,
+                        batches,
+                    };
+                }
                 Err(Unroutable::Refused(failure)) => {
                     decide(policy, attempt, Outcome::Failed(failure), granularity)
                 }
@@ -255,6 +262,7 @@ async fn invoke<B: Backend>(
         priority: envelope.priority,
         age: envelope.age(),
         payload: envelope.payload.get().as_bytes(),
+        batch: envelope.batch,
         trace,
         timeout: shared.config.attempt_timeout(effective_timeout(
             &route.job,
@@ -305,6 +313,7 @@ fn settlement(
     match decision {
         Decision::Complete { .. } => Settlement::Ack {
             follow_ups: Vec::new(),
+            batches: Vec::new(),
         },
         Decision::Defer { delay, reason, .. } => {
             if let Some(expired) = expires_while_held(envelope, delay, || Start::Deferral) {
@@ -375,15 +384,17 @@ enum Unroutable {
     DelayTooLong(DelayTooLong),
 }
 
-/// Give each follow-up its envelope, or say why they cannot all be published.
+/// Give each follow-up its envelope, and each batch the handler opened or added to its
+/// record (published before its members), or say why they cannot all be published.
 fn route_follow_ups<B: Backend>(
     shared: &Shared<B>,
     registry: &Registry,
     parent: &Envelope,
     trace: &DeliveryTrace,
     follow_ups: Vec<FollowUp>,
-) -> Result<Vec<(Envelope, Option<HoldDelay>)>, Unroutable> {
-    follow_ups
+) -> Result<Routed, Unroutable> {
+    let batches = batch_records(registry, parent, &follow_ups)?;
+    let envelopes = follow_ups
         .into_iter()
         .map(|follow_up| {
             let route = registry.route(&follow_up.job_type).ok_or_else(|| {
@@ -405,15 +416,83 @@ fn route_follow_ups<B: Backend>(
             envelope.job_id = follow_up.job_id;
             envelope.correlation_id.clone_from(&parent.correlation_id);
             envelope.trace = Some(trace.follow_up());
-            // Unique as its job type declares, as an enqueue through the host would be.
-            let declared = route.job_limits.unique.as_ref();
-            let options = EnqueueOptions::new().unique_as_declared(declared, &envelope.payload);
-            let lock = options.unique_lock(&envelope.job_type).map_err(|error| {
-                let job_type = bounded(&envelope.job_type, NAME_MAX);
-                Unroutable::Refused(JobError::fatal(format!("follow-up `{job_type}`: {error}")))
-            })?;
-            envelope.unique_lock = lock.map(|lock| lock.name().to_owned());
+            envelope.batch = follow_up.batch.as_deref().map(Joins::batch);
+            // Unique as its job type declares, as an enqueue through the host would be; a
+            // batch's members are the batch's own, and take no lock, as through the API.
+            if envelope.batch.is_none() {
+                let declared = route.job_limits.unique.as_ref();
+                let options = EnqueueOptions::new().unique_as_declared(declared, &envelope.payload);
+                let lock = options.unique_lock(&envelope.job_type).map_err(|error| {
+                    let job_type = bounded(&envelope.job_type, NAME_MAX);
+                    Unroutable::Refused(JobError::fatal(format!("follow-up `{job_type}`: {error}")))
+                })?;
+                envelope.unique_lock = lock.map(|lock| lock.name().to_owned());
+            }
             Ok((envelope, delay))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((envelopes, batches))
+}
+
+/// The follow-ups' envelopes, and the batch records published before them.
+type Routed = (Vec<(Envelope, Option<HoldDelay>)>, Vec<BatchRecord>);
+
+/// One record per batch the follow-ups join, in the order each first appears: an opening
+/// (its callbacks' job types routed, as its members' are) or an add by `parent`.
+fn batch_records(
+    registry: &Registry,
+    parent: &Envelope,
+    follow_ups: &[FollowUp],
+) -> Result<Vec<BatchRecord>, Unroutable> {
+    let mut groups: Vec<(&Arc<Joins>, Vec<Uuid>)> = Vec::new();
+    for follow_up in follow_ups {
+        let Some(joins) = &follow_up.batch else {
+            continue;
+        };
+        match groups
+            .iter_mut()
+            .find(|(group, _)| Arc::ptr_eq(group, joins))
+        {
+            Some((_, members)) => members.push(follow_up.job_id),
+            None => groups.push((joins, vec![follow_up.job_id])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(joins, members)| {
+            let record = match &**joins {
+                Joins::Opened {
+                    batch,
+                    callbacks,
+                    context,
+                } => {
+                    if let Some((_, job_type)) = callbacks
+                        .each()
+                        .find(|(_, job_type)| registry.route(job_type).is_none())
+                    {
+                        return Err(Unroutable::Refused(JobError::retryable(format!(
+                            "batch callback job type `{}` has no handler",
+                            bounded(job_type, NAME_MAX)
+                        ))));
+                    }
+                    BatchRecord::Open(Opened {
+                        batch: *batch,
+                        members,
+                        callbacks: callbacks.clone(),
+                        context: context.clone(),
+                        at_ms: now_ms(),
+                    })
+                }
+                Joins::Parent { batch } => BatchRecord::Add {
+                    batch: *batch,
+                    by: parent.job_id,
+                    members,
+                },
+            };
+            record
+                .check()
+                .map_err(|bad| Unroutable::Refused(JobError::fatal(bad.to_string())))?;
+            Ok(record)
         })
         .collect()
 }

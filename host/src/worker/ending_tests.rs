@@ -119,6 +119,7 @@ async fn a_follow_up_delayed_longer_than_a_hold_queue_can_hold_dead_letters_its_
                 job_type: "parent".into(),
                 payload: RawValue::from_string("{}".into()).expect("json"),
                 delay: Some(MAX_HOLD_DELAY + Duration::from_secs(1)),
+                batch: None,
             }],
         })],
         WorkerConfig::default(),

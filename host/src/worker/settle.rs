@@ -43,6 +43,9 @@ pub(super) type DeliveryOf<B> = <<B as Backend>::Consumer as Consumer>::Delivery
 pub(super) enum Settlement {
     Ack {
         follow_ups: Vec<(Envelope, Option<HoldDelay>)>,
+        /// The batches the handler opened or added to, appended to the batch log before
+        /// their members are published.
+        batches: Vec<BatchRecord>,
     },
     Retry {
         next: Envelope,
@@ -280,7 +283,13 @@ impl<'a, B: Backend> Settling<'a, B> {
     ) -> Result<(), BrokerError> {
         let backend = &self.shared.backend;
         match settlement {
-            Settlement::Ack { follow_ups } => {
+            Settlement::Ack {
+                follow_ups,
+                batches,
+            } => {
+                for record in batches {
+                    backend.record_batch(record).await?;
+                }
                 for (envelope, delay) in follow_ups {
                     match publish_new(backend, envelope, *delay).await {
                         Ok(()) => {}
@@ -347,7 +356,7 @@ impl<'a, B: Backend> Settling<'a, B> {
             };
         }
         match settlement {
-            Settlement::Ack { follow_ups } => {
+            Settlement::Ack { follow_ups, .. } => {
                 debug!(follow_ups = follow_ups.len(), "job completed");
             }
             Settlement::Retry { .. } | Settlement::Defer { .. } | Settlement::Throttled { .. } => {

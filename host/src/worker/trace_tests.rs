@@ -139,6 +139,7 @@ async fn a_follow_up_is_a_child_of_the_attempt_that_enqueued_it() {
                 job_type: "job".into(),
                 payload: RawValue::from_string("\"second\"".into()).expect("JSON"),
                 delay: None,
+                batch: None,
             };
             Outcome::Completed {
                 follow_ups: (job.payload == b"\"first\"")

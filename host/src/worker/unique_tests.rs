@@ -230,6 +230,7 @@ async fn a_follow_up_of_a_job_type_declared_unique_is_not_enqueued_while_its_key
         job_type: "other".to_owned(),
         payload: serde_json::value::to_raw_value(&json!({ "k": key })).expect("json"),
         delay: Some(Duration::from_secs(60)),
+        batch: None,
     };
     let ran: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen = Arc::clone(&ran);

@@ -149,3 +149,69 @@ fn the_readmes_campaign_batch_reports_once_what_it_sent_and_dead_lettered() {
         .count();
     assert_eq!(reports, 1, "the callback ran once");
 }
+
+#[test]
+fn a_handler_fans_out_a_batch_whose_member_adds_to_it_and_the_fleet_gathers_it_once() {
+    let host = Host::start(&["ledger"]);
+    let enqueued = json_of(&host.cli(&[
+        "enqueue",
+        "ledger.Fan",
+        r#"{"ids": [1, 2, 3], "nested": [4, 5]}"#,
+        "--json",
+    ]));
+    let fan: Uuid = enqueued["job_id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .expect("the fan's job id");
+    // The batch's id is derived from the fan's, so a fan run twice opens it once.
+    let batch = jobhost::job::batch::opened_batch_id(fan, 0);
+    let deadline = Instant::now() + PROCESSING;
+    let view = loop {
+        let listed = host.cli(&["batches", &batch.to_string(), "--json"]);
+        if listed.status.success() {
+            let view = json_of(&listed)[0].clone();
+            let fired = |name: &str| {
+                view["callbacks"]
+                    .as_array()
+                    .expect("callbacks")
+                    .iter()
+                    .any(|c| c["callback"] == name && c["fired"].is_string())
+            };
+            if view["pending"] == 0 && fired("on_success") && fired("on_complete") {
+                break view;
+            }
+        }
+        assert!(Instant::now() < deadline, "the fan's batch did not end");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        (&view["total"], &view["completed"], &view["dead"]),
+        (&5.into(), &5.into(), &0.into()),
+        "three members and the two the first added: {view}"
+    );
+    let deadline = Instant::now() + PROCESSING;
+    loop {
+        let listed = json_of(&host.cli(&["dead", "list", "test.ledger.done", "--json"]));
+        let letters: Vec<String> = listed["letters"]
+            .as_array()
+            .expect("letters")
+            .iter()
+            .filter_map(|l| l["job_id"].as_str().map(str::to_owned))
+            .collect();
+        let count = |callback| {
+            let id = callback_job_id(batch, callback).to_string();
+            letters.iter().filter(|l| **l == id).count()
+        };
+        // Five member records, and each callback's job once.
+        if letters.len() >= 7 {
+            assert_eq!(
+                (count(Callback::OnSuccess), count(Callback::OnComplete)),
+                (1, 1),
+                "{listed}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the records came: {listed}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -35,7 +35,7 @@ from typing import NoReturn
 
 from ._declare import DeclarationError, Plugin
 
-WIT_VERSION = "0.4.0"
+WIT_VERSION = "0.5.0"
 """The `jobhost:plugin` version this SDK's component side speaks."""
 
 SCRATCH = ".jobhost"

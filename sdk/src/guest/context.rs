@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::bindings::jobhost::plugin::{host, types};
 use super::millis;
+use crate::batch::Batch;
 use crate::{Job, MAX_DELAY};
 
 /// The delivery a handler is running for, and its way back to the host: structured logs
@@ -64,6 +65,13 @@ pub enum EnqueueError {
     Refused {
         /// The job type of the follow-up.
         job_type: &'static str,
+        /// The host's reason.
+        reason: String,
+    },
+    /// The host refused a batch, or jobs added to one (this job is in no batch, a job
+    /// type is not a job type, too many jobs).
+    #[error("the host refused the batch: {reason}")]
+    BatchRefused {
         /// The host's reason.
         reason: String,
     },
@@ -203,6 +211,50 @@ impl JobContext {
         self.enqueue_with(job, Some(delay))
     }
 
+    /// Enqueues `batch`'s jobs as one batch, published with the follow-ups when this
+    /// handler succeeds; its callbacks fire once across the fleet (see [`crate::batch`]).
+    /// Returns the batch's id.
+    pub fn enqueue_batch(&self, batch: Batch) -> Result<String, EnqueueError> {
+        if let Some(unencoded) = batch.unencoded {
+            return Err(unencoded);
+        }
+        let opened = match &self.calls {
+            Calls::Host => {
+                let callbacks = types::BatchCallbacks {
+                    on_success: batch.on_success.map(str::to_owned),
+                    on_complete: batch.on_complete.map(str::to_owned),
+                    on_death: batch.on_death.map(str::to_owned),
+                };
+                host::enqueue_batch(&owned(batch.jobs), &callbacks, batch.context.as_deref())
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Calls::Recorded(recorder) => recorder.enqueue_batch(batch),
+        };
+        opened.map_err(|reason| EnqueueError::BatchRefused { reason })
+    }
+
+    /// Adds `jobs` to the batch this job is a member of, published when this handler
+    /// succeeds, so the batch ends only once they have too. Returns their ids; refused
+    /// when this job is in no batch.
+    pub fn add_to_batch<J: Job>(&self, jobs: &[J]) -> Result<Vec<String>, EnqueueError> {
+        let jobs = jobs
+            .iter()
+            .map(|job| {
+                let payload = serde_json::to_vec(job).map_err(|cause| EnqueueError::Encode {
+                    job_type: J::NAME,
+                    cause,
+                })?;
+                Ok((J::NAME, payload))
+            })
+            .collect::<Result<Vec<_>, EnqueueError>>()?;
+        let added = match &self.calls {
+            Calls::Host => host::add_to_batch(&owned(jobs)),
+            #[cfg(not(target_arch = "wasm32"))]
+            Calls::Recorded(recorder) => recorder.add_to_batch(jobs),
+        };
+        added.map_err(|reason| EnqueueError::BatchRefused { reason })
+    }
+
     fn enqueue_with<J: Job>(
         &self,
         job: &J,
@@ -222,6 +274,13 @@ impl JobContext {
             reason,
         })
     }
+}
+
+/// Jobs as the host's batch imports take them.
+fn owned(jobs: Vec<(&'static str, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
+    jobs.into_iter()
+        .map(|(job_type, payload)| (job_type.to_owned(), payload))
+        .collect()
 }
 
 impl From<Level> for types::Level {

@@ -72,6 +72,7 @@ pub struct TestContext {
     priority: u8,
     age: Duration,
     refusal: Option<String>,
+    in_batch: Option<String>,
     config: BTreeMap<String, String>,
     #[cfg(feature = "http")]
     responder: Option<recorder::Responder>,
@@ -87,6 +88,7 @@ impl Default for TestContext {
             priority: 0,
             age: Duration::ZERO,
             refusal: None,
+            in_batch: None,
             config: BTreeMap::new(),
             #[cfg(feature = "http")]
             responder: None,
@@ -140,6 +142,12 @@ impl TestContext {
     /// its job type.
     pub fn refuse_follow_ups(mut self, reason: impl Into<String>) -> Self {
         self.refusal = Some(reason.into());
+        self
+    }
+
+    /// A job that is a member of batch `batch_id`, so `add_to_batch` is accepted.
+    pub fn in_batch(mut self, batch_id: impl Into<String>) -> Self {
+        self.in_batch = Some(batch_id.into());
         self
     }
 
@@ -210,6 +218,11 @@ pub struct HandlerRun {
     /// Every follow-up job the host accepted, in order (the host publishes them only if
     /// `result` is `Ok`).
     pub follow_ups: Vec<FollowUp>,
+    /// Every batch the handler enqueued, in order: `batch-1`, `batch-2`, ...
+    pub batches: Vec<EnqueuedBatch>,
+    /// Every job the handler added to its own batch ([`TestContext::in_batch`]), in order:
+    /// `added-1`, `added-2`, ...
+    pub added: Vec<FollowUp>,
     /// Every HTTP request sent, in order, each redirect followed as a request of its own.
     #[cfg(feature = "http")]
     pub requests: Vec<crate::http::Request>,
@@ -272,6 +285,24 @@ pub struct FollowUp {
     pub payload: serde_json::Value,
     /// The delay it was enqueued with, if any.
     pub delay: Option<Duration>,
+}
+
+/// One batch a handler enqueued.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct EnqueuedBatch {
+    /// The id the host gave it: `batch-1`, `batch-2`, ... in a test.
+    pub batch_id: String,
+    /// Its members, `batch-member-1`, `batch-member-2`, ...
+    pub jobs: Vec<FollowUp>,
+    /// The job type enqueued once every member completed.
+    pub on_success: Option<&'static str>,
+    /// The job type enqueued once every member ended.
+    pub on_complete: Option<&'static str>,
+    /// The job type enqueued at the first member dead-lettered.
+    pub on_death: Option<&'static str>,
+    /// What the callbacks are handed as `context`.
+    pub context: Option<serde_json::Value>,
 }
 
 #[cfg(test)]

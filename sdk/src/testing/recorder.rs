@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::{FollowUp, HandlerRun, LogLine, TestContext};
+use super::{EnqueuedBatch, FollowUp, HandlerRun, LogLine, TestContext};
+use crate::batch::Batch;
 use crate::{JobError, Level};
 
 /// The test's stand-in for the host's `wasi:http`.
@@ -40,6 +41,9 @@ impl std::fmt::Debug for Responder {
 pub(crate) struct Recorder {
     logs: Mutex<Vec<LogLine>>,
     follow_ups: Mutex<Vec<FollowUp>>,
+    batches: Mutex<Vec<EnqueuedBatch>>,
+    added: Mutex<Vec<FollowUp>>,
+    in_batch: Option<String>,
     refusal: Option<String>,
     config: BTreeMap<String, String>,
     #[cfg(feature = "http")]
@@ -70,6 +74,7 @@ impl Recorder {
         Self {
             refusal: test.refusal.clone(),
             config: test.config.clone(),
+            in_batch: test.in_batch.clone(),
             #[cfg(feature = "http")]
             responder: test.responder.clone(),
             ..Self::default()
@@ -88,6 +93,8 @@ impl Recorder {
             result,
             logs: std::mem::take(&mut lock(&self.logs)),
             follow_ups: std::mem::take(&mut lock(&self.follow_ups)),
+            batches: std::mem::take(&mut lock(&self.batches)),
+            added: std::mem::take(&mut lock(&self.added)),
             #[cfg(feature = "http")]
             requests: std::mem::take(&mut lock(&self.requests)),
         }
@@ -122,6 +129,65 @@ impl Recorder {
         });
         Ok(job_id)
     }
+}
+
+impl Recorder {
+    /// Accepts the batch unless told to refuse follow-ups, as the host's `enqueue-batch`
+    /// import does.
+    pub(crate) fn enqueue_batch(&self, batch: Batch) -> Result<String, String> {
+        if let Some(reason) = &self.refusal {
+            return Err(reason.clone());
+        }
+        let jobs = members(batch.jobs, "batch-member")?;
+        let context = batch
+            .context
+            .map(|context| serde_json::from_slice(&context).map_err(|e| e.to_string()))
+            .transpose()?;
+        let mut batches = lock(&self.batches);
+        let batch_id = format!("batch-{}", batches.len() + 1);
+        batches.push(EnqueuedBatch {
+            batch_id: batch_id.clone(),
+            jobs,
+            on_success: batch.on_success,
+            on_complete: batch.on_complete,
+            on_death: batch.on_death,
+            context,
+        });
+        Ok(batch_id)
+    }
+
+    /// Accepts the jobs when the test put the job in a batch, as the host's
+    /// `add-to-batch` import does.
+    pub(crate) fn add_to_batch(
+        &self,
+        jobs: Vec<(&'static str, Vec<u8>)>,
+    ) -> Result<Vec<String>, String> {
+        if self.in_batch.is_none() {
+            return Err("this job is in no batch".to_owned());
+        }
+        let jobs = members(jobs, "added")?;
+        let ids = jobs.iter().map(|job| job.job_id.clone()).collect();
+        lock(&self.added).extend(jobs);
+        Ok(ids)
+    }
+}
+
+/// `jobs` as follow-ups numbered `{prefix}-1`, `{prefix}-2`, ...
+fn members(jobs: Vec<(&'static str, Vec<u8>)>, prefix: &str) -> Result<Vec<FollowUp>, String> {
+    if jobs.is_empty() {
+        return Err("a batch has at least one job".to_owned());
+    }
+    jobs.into_iter()
+        .enumerate()
+        .map(|(i, (job_type, payload))| {
+            Ok(FollowUp {
+                job_id: format!("{prefix}-{}", i + 1),
+                job_type,
+                payload: serde_json::from_slice(&payload).map_err(|e| e.to_string())?,
+                delay: None,
+            })
+        })
+        .collect()
 }
 
 /// The recorder of the run in progress on this thread.

@@ -110,6 +110,51 @@ fn a_recorded_context_is_send_and_sync_as_the_hosts_is() {
     send_and_sync::<JobContext>();
 }
 
+/// Fans two tasks out as a batch gathered by a task, then adds one to its own batch.
+fn fan(_job: Task, ctx: &JobContext) -> Result<(), JobError> {
+    let batch = crate::batch::Batch::new()
+        .job(&Task { delay_ms: Some(1) })
+        .job(&Task { delay_ms: Some(2) })
+        .on_complete::<Task>()
+        .context(&"nightly");
+    ctx.enqueue_batch(batch)
+        .map_err(|e| JobError::fatal(e.to_string()))?;
+    ctx.add_to_batch(&[Task { delay_ms: Some(3) }])
+        .map_err(|e| JobError::fatal(e.to_string()))?;
+    Ok(())
+}
+
+#[test]
+fn a_batch_and_the_jobs_a_member_adds_to_its_own_are_recorded_apart_from_follow_ups() {
+    let run = TestContext::new()
+        .in_batch("parent")
+        .run(fan, Task::default());
+    assert_eq!(run.result, Ok(()));
+    assert!(run.follow_ups.is_empty());
+    let batch = &run.batches[0];
+    assert_eq!(batch.batch_id, "batch-1");
+    assert_eq!(batch.jobs.len(), 2);
+    assert_eq!(batch.jobs[1].job_id, "batch-member-2");
+    assert_eq!(batch.jobs[1].payload["delay_ms"], 2);
+    assert_eq!(
+        (batch.on_complete, batch.on_success),
+        (Some("t.Task"), None)
+    );
+    assert_eq!(batch.context, Some("nightly".into()));
+    assert_eq!(run.added[0].job_id, "added-1");
+}
+
+#[test]
+fn adding_to_a_batch_is_refused_to_a_job_that_is_in_none() {
+    let run = TestContext::new().run(fan, Task::default());
+    assert_eq!(
+        run.result,
+        Err(JobError::fatal(
+            "the host refused the batch: this job is in no batch"
+        ))
+    );
+}
+
 #[test]
 fn follow_ups_are_recorded_with_their_delay_and_decode_as_their_job() {
     let run = TestContext::new().run(

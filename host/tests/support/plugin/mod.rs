@@ -91,6 +91,7 @@ pub fn invocation<'a>(job_type: &'a str, payload: &'a [u8]) -> Invocation<'a> {
         priority: 0,
         age: Duration::from_millis(5),
         payload,
+        batch: None,
         trace: JobTrace::start(None),
         timeout: Duration::from_secs(30),
         record: None,

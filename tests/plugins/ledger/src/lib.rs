@@ -8,6 +8,12 @@
 //! - `ledger.Done {id}` on `test.ledger.done`: always fatal, so every record ends in
 //!   `test.ledger.done.dead`, where the test reads it.
 //!
+//! - `ledger.Fan {ids, nested}` on `test.ledger.work`: enqueues one `ledger.Work` per id
+//!   as a batch whose `on_success` and `on_complete` are `ledger.Gathered`; the first
+//!   member adds a `ledger.Work` per id of `nested` to the batch before it completes.
+//! - `ledger.Gathered` on `test.ledger.done`: a batch's callback, fatal like `Done`, so it
+//!   lands beside the records, its payload the batch's.
+//!
 //! Follow-ups are published before the `Work` delivery is acked, so a host killed between
 //! the two records a job twice, never zero times: the ledger may show duplicates, never
 //! a completed job without its record.
@@ -15,6 +21,7 @@
 //! With feature `quorum` (fixture `ledger-quorum`) the same queues are quorum queues named
 //! `test.qledger.work` and `test.qledger.done`.
 
+use jobhost_sdk::batch::{Batch, BatchCallback};
 use jobhost_sdk::{Job, JobContext, JobError, Queues};
 use serde::{Deserialize, Serialize};
 
@@ -40,7 +47,30 @@ struct Work {
     fail_times: u32,
     #[serde(default)]
     defer_times: u32,
+    /// Ids of jobs this one adds to its batch before it completes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    add: Vec<u64>,
 }
+
+/// A fan-out: a batch of `Work`, gathered by `Gathered`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "ledger.Fan", queue = LedgerQueues::Work)]
+struct Fan {
+    ids: Vec<u64>,
+    #[serde(default)]
+    nested: Vec<u64>,
+}
+
+/// What a fan's batch hands its callbacks.
+#[derive(Debug, Serialize)]
+struct FanContext {
+    fan: usize,
+}
+
+/// A batch's callback.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "ledger.Gathered", queue = LedgerQueues::Done)]
+struct Gathered(BatchCallback);
 
 /// The record of a completed `Work`.
 #[derive(Debug, Serialize, Deserialize, Job)]
@@ -60,9 +90,43 @@ fn work(job: Work, ctx: &JobContext) -> Result<(), JobError> {
             ctx.attempt()
         )));
     }
+    if !job.add.is_empty() {
+        let added: Vec<Work> = job.add.iter().map(|id| Work::new(*id)).collect();
+        ctx.add_to_batch(&added)
+            .map_err(|e| JobError::retryable(e.to_string()))?;
+    }
     // A refused follow-up must not count as done: retry until the record is accepted.
     ctx.enqueue(&Done { id: job.id })
         .map_err(|e| JobError::retryable(e.to_string()))?;
+    Ok(())
+}
+
+impl Work {
+    fn new(id: u64) -> Self {
+        Self {
+            id,
+            fail_times: 0,
+            defer_times: 0,
+            add: Vec::new(),
+        }
+    }
+}
+
+fn fan(job: Fan, ctx: &JobContext) -> Result<(), JobError> {
+    let mut members = job.ids.iter().map(|id| Work::new(*id));
+    let first = members.next().map(|first| Work {
+        add: job.nested.clone(),
+        ..first
+    });
+    let batch = first
+        .into_iter()
+        .chain(members)
+        .fold(Batch::new(), |batch, work| batch.job(&work))
+        .on_success::<Gathered>()
+        .on_complete::<Gathered>()
+        .context(&FanContext { fan: job.ids.len() });
+    ctx.enqueue_batch(batch)
+        .map_err(|e| JobError::fatal(e.to_string()))?;
     Ok(())
 }
 
@@ -71,4 +135,14 @@ fn done(_job: Done, _ctx: &JobContext) -> Result<(), JobError> {
     Err(JobError::fatal("ledger record"))
 }
 
-jobhost_sdk::plugin!(queues = LedgerQueues, jobs = { Work => work, Done => done });
+jobhost_sdk::plugin!(queues = LedgerQueues, jobs = {
+    Work => work,
+    Done => done,
+    Fan => fan,
+    Gathered => done_gathering,
+});
+
+/// Fatal on purpose, as `done`.
+fn done_gathering(_job: Gathered, _ctx: &JobContext) -> Result<(), JobError> {
+    Err(JobError::fatal("ledger record"))
+}
