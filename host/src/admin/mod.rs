@@ -16,7 +16,7 @@
 //! | `GET /healthz` | [`Health`](api::Health) | open: up or not, the backend, how many plugins |
 //! | `GET /metrics` | Prometheus text ([`Metrics`](crate::metrics::Metrics)) | open: counts by queue and job type, for scrapers |
 //! | `POST /api/login` | [`LoginView`](dashboard::LoginView), what `jobhost dashboard` prints as a link | token |
-//! | `GET /api/overview` | [`Overview`](dashboard::Overview): queues, plugins, job types, reloads, failures | token or session: failure reasons |
+//! | `GET /api/overview` | [`Overview`](dashboard::Overview): queues, plugins, job types, reloads, failures, the newest batches | token or session: failure reasons |
 //! | `GET /api/events` | the same as Server-Sent Events, every [`STREAM_EVERY`](dashboard::STREAM_EVERY) | token or session |
 //! | `GET /plugins` | [`PluginView`](api::PluginView)s with effective policies and grants (never a secret's value) | token or session: grants, config keys, secret sources |
 //! | `GET /policy/{job_type}` | [`PolicyReport`](api::PolicyReport) with its wait schedule | token or session: part of the plugins' view |

@@ -1,5 +1,5 @@
 //! What the dashboard's page reads, without a browser: the overview of a host on the
-//! memory backend, and the live stream, which ends when the host shuts down so that a
+//! memory backend, with the batches its keeper folded, and the live stream, which ends when the host shuts down so that a
 //! page left open never holds up Ctrl-C, and of which each session has slots of its own.
 //! And what the admin API's `POST /jobs` makes of each `expires_in_ms` and of a duplicate
 //! of a unique job.
@@ -8,9 +8,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jobhost::activity::Activity;
 use jobhost::admin::api::EnqueueRequest;
-use jobhost::admin::dashboard::{MAX_STREAMS_PER_CALLER, Overview};
+use jobhost::admin::dashboard::{BATCHES_SHOWN, MAX_STREAMS_PER_CALLER, Overview};
 use jobhost::admin::{self, AdminAccess, AdminClient, AdminState};
-use jobhost::broker::{Backend, MemoryBackend};
+use jobhost::batches::{BatchRequest, Board, Keeper, callback_job_id};
+use jobhost::broker::{Backend, BatchRecord, Callback, MemberEnd, MemoryBackend};
 use jobhost::grants::SharedGrants;
 use jobhost::job::{Deadline, JobSpec, Manifest, Outcome};
 use jobhost::metrics::Metrics;
@@ -27,7 +28,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 const TOKEN: &str = "token";
 
 /// The admin API of a host with one plugin serving `jobs.Work` on queue `work`, whose
-/// broker holds one dead letter, until `stop`.
+/// broker holds one dead letter, and its batch keeper, until `stop`.
 async fn host(stop: &CancellationToken) -> String {
     host_on(&MemoryBackend::new(), stop).await
 }
@@ -67,6 +68,9 @@ async fn host_on(backend: &MemoryBackend, stop: &CancellationToken) -> String {
         trace: None,
     };
     backend.dead_letter(letter).await.expect("dead-lettered");
+    let batches = Board::default();
+    let keeper = Keeper::new(backend.clone(), plugins.clone(), batches.clone());
+    tokio::spawn(keeper.run(stop.clone()));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let addr = listener.local_addr().expect("its address");
     let state = AdminState {
@@ -79,7 +83,7 @@ async fn host_on(backend: &MemoryBackend, stop: &CancellationToken) -> String {
         telemetry: Telemetry::none(),
         grants: SharedGrants::default(),
         fleet: Fleet::default(),
-        batches: jobhost::batches::Board::default(),
+        batches,
     };
     tokio::spawn(admin::serve(listener, state, stop.clone()));
     addr.to_string()
@@ -110,18 +114,40 @@ async fn status_line(stream: TcpStream) -> (String, BufReader<TcpStream>) {
     (line, reader)
 }
 
-#[tokio::test]
-async fn the_overview_shows_each_queue_with_its_depths_and_each_job_type_with_its_schedule() {
-    let stop = CancellationToken::new();
-    let addr = host(&stop).await;
+/// `GET /api/overview` as the token holder.
+async fn overview_of(addr: &str) -> Overview {
     let mut answer = String::new();
-    let mut stream = request(&addr, "/api/overview").await;
+    let mut stream = request(addr, "/api/overview").await;
     tokio::time::timeout(PATIENCE, stream.read_to_string(&mut answer))
         .await
         .expect("an answer in time")
         .expect("reads");
     let body = answer.split_once("\r\n\r\n").expect("a body").1;
-    let overview: Overview = serde_json::from_str(body).expect("an overview");
+    serde_json::from_str(body).expect("an overview")
+}
+
+/// The first overview of the host at `addr` that `done` accepts, within [`PATIENCE`].
+async fn overview_until(addr: &str, what: &str, done: impl Fn(&Overview) -> bool) -> Overview {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let overview = overview_of(addr).await;
+        if done(&overview) {
+            return overview;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}, in time: {:?}",
+            overview.batches
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_overview_shows_each_queue_with_its_depths_and_each_job_type_with_its_schedule() {
+    let stop = CancellationToken::new();
+    let addr = host(&stop).await;
+    let overview = overview_of(&addr).await;
     let queue = &overview.queues[0];
     assert_eq!(
         (queue.name.as_str(), queue.ready, queue.held, queue.dead),
@@ -140,6 +166,85 @@ async fn the_overview_shows_each_queue_with_its_depths_and_each_job_type_with_it
         "a fixed wait of 2 s after every failed attempt"
     );
     assert_eq!(overview.plugins[0].name, "worker");
+    stop.cancel();
+}
+
+/// A batch of `members` `jobs.Work` jobs with `jobs.Work` callbacks on success and on
+/// death.
+fn batch_of(members: usize) -> BatchRequest {
+    let job = serde_json::json!({"job_type": "jobs.Work", "payload": {}});
+    serde_json::from_value(serde_json::json!({
+        "jobs": vec![job; members],
+        "on_success": "jobs.Work",
+        "on_death": "jobs.Work",
+    }))
+    .expect("a batch request")
+}
+
+#[tokio::test]
+async fn the_overview_shows_the_newest_batches_with_their_counts_and_each_callback_once_fired() {
+    let (backend, stop) = (MemoryBackend::new(), CancellationToken::new());
+    let addr = host_on(&backend, &stop).await;
+    let client = AdminClient::new(addr.as_str()).with_token(TOKEN);
+    let opened = client.open_batch(&batch_of(2)).await.expect("opened");
+    let dead = BatchRecord::End {
+        batch: opened.batch_id,
+        job_id: opened.job_ids[0],
+        end: MemberEnd::Dead,
+    };
+    backend.record_batch(&dead).await.expect("recorded");
+    let on_death = callback_job_id(opened.batch_id, Callback::OnDeath);
+    let overview = overview_until(&addr, "the batch with its on_death fired", |o| {
+        o.batches
+            .first()
+            .is_some_and(|b| b.callbacks.iter().any(|c| c.fired.is_some()))
+    })
+    .await;
+    let shown = &overview.batches[0];
+    assert_eq!(shown.batch_id, opened.batch_id);
+    assert_eq!(
+        (shown.total, shown.completed, shown.dead, shown.pending),
+        (2, 0, 1, 1),
+        "one member dead, one pending, of two"
+    );
+    let callbacks: Vec<(&str, &str, Option<uuid::Uuid>)> = shown
+        .callbacks
+        .iter()
+        .map(|c| (c.callback.as_str(), c.job_type.as_str(), c.fired))
+        .collect();
+    assert_eq!(
+        callbacks,
+        [
+            ("on_success", "jobs.Work", None),
+            ("on_death", "jobs.Work", Some(on_death)),
+        ],
+        "on_death fired at the first dead member, on_success waits"
+    );
+
+    let mut newest = opened.batch_id;
+    for _ in 0..BATCHES_SHOWN {
+        newest = client
+            .open_batch(&batch_of(1))
+            .await
+            .expect("opened")
+            .batch_id;
+    }
+    let overview = overview_until(&addr, "the newest batch first", |o| {
+        o.batches.first().is_some_and(|b| b.batch_id == newest)
+    })
+    .await;
+    assert_eq!(
+        overview.batches.len(),
+        BATCHES_SHOWN,
+        "an overview carries a bounded number of batches"
+    );
+    assert!(
+        overview
+            .batches
+            .iter()
+            .all(|b| b.batch_id != opened.batch_id),
+        "the oldest batch is left out"
+    );
     stop.cancel();
 }
 

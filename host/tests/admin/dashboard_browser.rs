@@ -6,7 +6,9 @@
 //! queue, where it completes; swapping a plugin file shows the reload in the plugin's
 //! history without reloading the page; and a queue's Pause button pauses it for the fleet
 //! (the host stops consuming it, the row says `paused`) until its Resume button, while a
-//! job queued there and cancelled from the page is dead-lettered unrun, by `dashboard`. Each state is saved as a screenshot under
+//! job queued there and cancelled from the page is dead-lettered unrun, by `dashboard`; a
+//! campaign's batch, opened with `jobhost enqueue --batch`, shows its progress and its
+//! report once fired. Each state is saved as a screenshot under
 //! `target/dashboard-screenshots/` for review.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them) and the test
@@ -16,7 +18,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use jobhost::broker::{Permits, endings_queue_name, history_queue_name, paused_marker_name};
+use jobhost::batches::{callback_job_id, firing_lock};
+use jobhost::broker::{
+    Callback, Permits, endings_queue_name, history_queue_name, paused_marker_name,
+};
 use jobhost::worker::WorkerConfig;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -356,5 +361,36 @@ async fn the_dashboard_shows_the_scenario_replays_a_dead_letter_and_follows_a_re
         .eval("document.getElementById('jobs-card').scrollIntoView() ?? true")
         .await;
     browser.screenshot("7-job-types").await;
+
+    // A campaign of two emails as a batch: both sent, its report fires, and its row says
+    // so with the report's job id.
+    let opened = stdout_of(&host.cli(&[
+        "enqueue",
+        "--batch",
+        "email.SendEmail",
+        r#"[{"to": "carol@example.com", "subject": "welcome", "body": "hi"},
+            {"to": "dave@example.com", "subject": "welcome", "body": "hi"}]"#,
+        "--on-complete",
+        "email.CampaignReport",
+        "--context",
+        r#"{"campaign": "welcome"}"#,
+    ]));
+    let batch = opened
+        .split_whitespace()
+        .last()
+        .expect("the batch id ends the line");
+    let batch_id = batch.parse().expect("a batch id");
+    let report = callback_job_id(batch_id, Callback::OnComplete);
+    let _lock = Cleanup::new(&[firing_lock(batch_id, Callback::OnComplete).name()]);
+    let row = format!("#batches tr[data-batch='{batch}']");
+    browser
+        .until(PATIENCE, "the batch ended with its report fired", &format!(
+            "document.querySelector(\"{row}\")?.textContent.includes('2 completed · 0 dead · 0 pending of 2') \
+             && document.querySelector(\"{row} [data-callback='on_complete'] .mono[title='{report}']\") !== null"))
+        .await;
+    browser
+        .eval("document.getElementById('batches-card').scrollIntoView() ?? true")
+        .await;
+    browser.screenshot("8-batches").await;
     browser.close().await;
 }

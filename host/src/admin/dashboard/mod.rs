@@ -52,7 +52,7 @@ use super::session::{LOGIN_LIFETIME, SESSION_LIFETIME};
 use super::state::AdminState;
 use crate::metrics;
 use overview::Depths;
-pub use overview::{DEPTH_MAX_AGE, DEPTH_TIMEOUT, Overview, QueueOverview};
+pub use overview::{BATCHES_SHOWN, DEPTH_MAX_AGE, DEPTH_TIMEOUT, Overview, QueueOverview};
 
 /// How often an open page gets a fresh [`Overview`].
 pub const STREAM_EVERY: Duration = Duration::from_secs(1);
@@ -125,6 +125,7 @@ impl<B: AdminBackend> Live<B> {
             &self.admin.grants.current(),
             &self.admin.activity,
             &self.admin.fleet,
+            &self.admin.batches,
             &reading,
         )
     }

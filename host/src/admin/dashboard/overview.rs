@@ -1,6 +1,7 @@
-//! `GET /api/overview`: everything the dashboard shows but the dead letters, in one body,
-//! and the queue depths behind it, read from the broker at most once per
-//! [`DEPTH_MAX_AGE`] whoever asks (the page's stream, other tabs, `/metrics` scrapes).
+//! `GET /api/overview`: everything the dashboard shows but the dead letters and the
+//! schedules, in one body, and the queue depths behind it, read from the broker at most
+//! once per [`DEPTH_MAX_AGE`] whoever asks (the page's stream, other tabs, `/metrics`
+//! scrapes).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use tokio::time::Instant;
 use crate::activity::{Activity, Failure, QueueActivity, ReloadEvent, now_ms};
 use crate::admin::AdminBackend;
 use crate::admin::api::{PluginView, PolicyReport};
+use crate::batches::{BatchView, Board};
 use crate::broker::QueueDepth;
 use crate::grants::Grants;
 use crate::metrics::Metrics;
@@ -22,6 +24,10 @@ pub const DEPTH_MAX_AGE: Duration = Duration::from_secs(1);
 /// How long a depth reading of all queues may take; the queues a broker slower than this
 /// has not answered for show no depth.
 pub const DEPTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How many batches an overview carries, the newest opened: enough for a screen, and
+/// what this host folded costs nothing to read, so they come with every overview rather
+/// than on a polling loop of their own.
+pub const BATCHES_SHOWN: usize = 20;
 
 /// `GET /api/overview`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +46,10 @@ pub struct Overview {
     pub reloads: Vec<ReloadEvent>,
     /// Failed attempts, newest first.
     pub failures: Vec<Failure>,
+    /// The last [`BATCHES_SHOWN`] batches opened, newest first, as this host folded the
+    /// fleet's batch log.
+    #[serde(default)]
+    pub batches: Vec<BatchView>,
 }
 
 /// A queue: what waits on the broker and what this host did with it.
@@ -131,6 +141,7 @@ pub(super) fn overview(
     grants: &Grants,
     activity: &Activity,
     fleet: &Fleet,
+    batches: &Board,
     reading: &Reading,
 ) -> Overview {
     let queues = reading
@@ -165,5 +176,6 @@ pub(super) fn overview(
         jobs,
         reloads: activity.reloads(),
         failures: activity.failures(),
+        batches: batches.views(BATCHES_SHOWN),
     }
 }

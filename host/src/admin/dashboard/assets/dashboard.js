@@ -437,6 +437,44 @@ function renderFailures(overview) {
   document.getElementById("failures").classList.toggle("hidden", rows.length === 0);
 }
 
+// --- batches -------------------------------------------------------------------------
+
+// Completed in green then dead in red, of the whole width; drawn in SVG because the page's
+// Content-Security-Policy allows no inline style to size a bar with.
+function progressBar(b) {
+  const bar = svg("svg", { class: "bar", viewBox: "0 0 100 8", preserveAspectRatio: "none", role: "img" });
+  const share = (n) => (b.total > 0 ? (100 * n) / b.total : 0);
+  bar.append(svg("rect", { x: 0, y: 0, width: share(b.completed), height: 8, fill: "#1f9d55" }));
+  bar.append(svg("rect", { x: share(b.completed), y: 0, width: share(b.dead), height: 8, fill: "#d64545" }));
+  return bar;
+}
+
+function callbackLine(c) {
+  const fired = c.fired
+    ? [el("span", { class: "badge b-ok" }, "fired"), " ", el("span", { class: "mono", title: c.fired }, c.fired.slice(0, 8))]
+    : [el("span", { class: "muted" }, "not fired")];
+  return el("div", { class: "callback", "data-callback": c.callback },
+    el("span", { class: "badge b-plain" }, c.callback),
+    el("span", { class: "mono clip", title: c.job_type }, c.job_type),
+    ...fired);
+}
+
+// The overview carries the newest batches only, a bounded list.
+function renderBatches(overview) {
+  const now = overview.at_ms;
+  const rows = overview.batches.map((b) => el("tr", { "data-batch": b.batch_id },
+    el("td", { class: "mono", title: b.batch_id }, b.batch_id.slice(0, 8)),
+    el("td", { class: "muted when-col", title: clock(b.opened_at_ms) }, ago(b.opened_at_ms, now)),
+    el("td", {}, progressBar(b),
+      el("div", { class: "counts" }, `${count(b.completed)} completed · `,
+        el("span", { class: b.dead ? "dead-some" : null }, `${count(b.dead)} dead`),
+        ` · ${count(b.pending)} pending of ${count(b.total)}`)),
+    el("td", {}, ...(b.callbacks.length ? b.callbacks.map(callbackLine) : [el("span", { class: "muted" }, "none")]))));
+  replaceRows(document.querySelector("#batches tbody"), rows);
+  document.getElementById("batches-empty").classList.toggle("hidden", rows.length > 0);
+  document.getElementById("batches").classList.toggle("hidden", rows.length === 0);
+}
+
 // --- dead letters --------------------------------------------------------------------
 
 function renderDeadTabs(overview) {
@@ -601,6 +639,7 @@ function render(overview) {
   renderDeadTabs(overview);
   renderPlugins(overview);
   renderFailures(overview);
+  renderBatches(overview);
   renderJobs(overview);
   document.body.dataset.updated = String(overview.at_ms);
 }
