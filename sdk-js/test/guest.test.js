@@ -1,4 +1,4 @@
-// The component side (src/guest.js) in Node: `jobhost:plugin/host@0.4.0`,
+// The component side (src/guest.js) in Node: `jobhost:plugin/host@0.5.0`,
 // `wasi:config/store@0.2.0-rc.1` and `wasi:http` (test/wasi-http.test.js drives the
 // latter), which exist only inside the component, are stubbed
 // through a module hook that records every host call, so
@@ -31,7 +31,7 @@ const httpStub = `data:text/javascript,${encodeURIComponent(
 register(
   `data:text/javascript,${encodeURIComponent(
     `export async function resolve(specifier, context, next) {
-       if (specifier === "jobhost:plugin/host@0.4.0") return { url: ${JSON.stringify(stub)}, shortCircuit: true };
+       if (specifier === "jobhost:plugin/host@0.5.0") return { url: ${JSON.stringify(stub)}, shortCircuit: true };
        if (specifier === "wasi:config/store@0.2.0-rc.1") return { url: ${JSON.stringify(configStub)}, shortCircuit: true };
        if (specifier.startsWith("wasi:http/")) return { url: ${JSON.stringify(httpStub)}, shortCircuit: true };
        return next(specifier, context);

@@ -326,6 +326,23 @@ mod tests {
         }
     }
 
+    /// A tally that folded the opening of a batch of `n` members with all three callbacks.
+    fn opened_with_all_three(n: usize) -> (Tally, Uuid, Vec<Uuid>) {
+        let members: Vec<Uuid> = (0..n).map(|_| Uuid::new_v4()).collect();
+        let open = opened(&members, all_three());
+        let batch = open.batch;
+        let mut tally = Tally::default();
+        assert!(tally.fold(BatchRecord::Open(open)).is_empty());
+        (tally, batch, members)
+    }
+
+    /// Whether folding `member`'s completion made nothing due.
+    fn completes_quietly(tally: &mut Tally, batch: Uuid, member: Uuid) -> bool {
+        tally
+            .fold(end(batch, member, MemberEnd::Completed))
+            .is_empty()
+    }
+
     fn end(batch: Uuid, job_id: Uuid, end: MemberEnd) -> BatchRecord {
         BatchRecord::End { batch, job_id, end }
     }
@@ -336,22 +353,10 @@ mod tests {
 
     #[test]
     fn a_batch_whose_members_all_complete_is_due_its_success_and_completion_once_the_last_ends() {
-        let members = [Uuid::new_v4(), Uuid::new_v4()];
-        let open = opened(&members, all_three());
-        let batch = open.batch;
-        let mut tally = Tally::default();
-        assert!(tally.fold(BatchRecord::Open(open)).is_empty());
-        assert!(
-            tally
-                .fold(end(batch, members[0], MemberEnd::Completed))
-                .is_empty()
-        );
+        let (mut tally, batch, members) = opened_with_all_three(2);
+        assert!(completes_quietly(&mut tally, batch, members[0]));
         // The same ending again, as after a host died between its record and its ack.
-        assert!(
-            tally
-                .fold(end(batch, members[0], MemberEnd::Completed))
-                .is_empty()
-        );
+        assert!(completes_quietly(&mut tally, batch, members[0]));
         let dues = tally.fold(end(batch, members[1], MemberEnd::Completed));
         assert_eq!(due(&dues), [Callback::OnSuccess, Callback::OnComplete]);
         let payload: serde_json::Value = serde_json::from_str(&dues[0].payload).unwrap();
@@ -363,11 +368,7 @@ mod tests {
 
     #[test]
     fn a_dead_member_makes_death_due_at_once_and_success_never() {
-        let members = [Uuid::new_v4(), Uuid::new_v4()];
-        let open = opened(&members, all_three());
-        let batch = open.batch;
-        let mut tally = Tally::default();
-        tally.fold(BatchRecord::Open(open));
+        let (mut tally, batch, members) = opened_with_all_three(2);
         let dues = tally.fold(end(batch, members[0], MemberEnd::Dead));
         assert_eq!(due(&dues), [Callback::OnDeath]);
         tally.fold(BatchRecord::Fired {
@@ -384,11 +385,7 @@ mod tests {
     #[test]
     fn a_fired_callback_is_not_due_again_and_a_replayed_dead_member_can_still_make_the_batch_succeed()
      {
-        let members = [Uuid::new_v4()];
-        let open = opened(&members, all_three());
-        let batch = open.batch;
-        let mut tally = Tally::default();
-        tally.fold(BatchRecord::Open(open));
+        let (mut tally, batch, members) = opened_with_all_three(1);
         for due in tally.fold(end(batch, members[0], MemberEnd::Dead)) {
             tally.fold(BatchRecord::Fired {
                 batch,
@@ -403,11 +400,7 @@ mod tests {
 
     #[test]
     fn an_ending_of_a_job_that_is_not_a_member_changes_nothing() {
-        let members = [Uuid::new_v4()];
-        let open = opened(&members, all_three());
-        let batch = open.batch;
-        let mut tally = Tally::default();
-        tally.fold(BatchRecord::Open(open));
+        let (mut tally, batch, members) = opened_with_all_three(1);
         assert!(
             tally
                 .fold(end(batch, Uuid::new_v4(), MemberEnd::Dead))
@@ -442,28 +435,16 @@ mod tests {
 
     #[test]
     fn a_member_that_adds_jobs_keeps_its_batch_open_until_they_end_too() {
-        let members = [Uuid::new_v4()];
-        let open = opened(&members, all_three());
-        let batch = open.batch;
+        let (mut tally, batch, members) = opened_with_all_three(1);
         let added = [Uuid::new_v4(), Uuid::new_v4()];
-        let mut tally = Tally::default();
-        tally.fold(BatchRecord::Open(open));
         let add = BatchRecord::Add {
             batch,
             by: members[0],
             members: added.to_vec(),
         };
         tally.fold(add.clone());
-        assert!(
-            tally
-                .fold(end(batch, members[0], MemberEnd::Completed))
-                .is_empty()
-        );
-        assert!(
-            tally
-                .fold(end(batch, added[0], MemberEnd::Completed))
-                .is_empty()
-        );
+        assert!(completes_quietly(&mut tally, batch, members[0]));
+        assert!(completes_quietly(&mut tally, batch, added[0]));
         // The adding member run again: its add changes nothing.
         tally.fold(add.clone());
         let dues = tally.fold(end(batch, added[1], MemberEnd::Completed));
@@ -476,11 +457,7 @@ mod tests {
 
     #[test]
     fn an_add_by_a_job_that_is_no_member_changes_nothing() {
-        let members = [Uuid::new_v4()];
-        let open = opened(&members, all_three());
-        let batch = open.batch;
-        let mut tally = Tally::default();
-        tally.fold(BatchRecord::Open(open));
+        let (mut tally, batch, _) = opened_with_all_three(1);
         tally.fold(BatchRecord::Add {
             batch,
             by: Uuid::new_v4(),

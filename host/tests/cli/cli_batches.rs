@@ -39,23 +39,12 @@ fn a_batch_enqueued_from_the_cli_fires_on_death_and_on_complete_once_and_shows_i
         .expect("the batch id ends the line");
 
     // The job that fails five attempts, a second apart, is dead-lettered last.
-    let deadline = Instant::now() + PROCESSING + Duration::from_secs(10);
-    let view = loop {
-        let listed = json_of(&host.cli(&["batches", &batch.to_string(), "--json"]));
-        let view = listed[0].clone();
-        let fired = |name: &str| {
-            view["callbacks"]
-                .as_array()
-                .expect("callbacks")
-                .iter()
-                .any(|c| c["callback"] == name && c["fired"].is_string())
-        };
-        if view["pending"] == 0 && fired("on_death") && fired("on_complete") {
-            break view;
-        }
-        assert!(Instant::now() < deadline, "the batch did not end: {view}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let view = ended(
+        &host,
+        batch,
+        &["on_death", "on_complete"],
+        PROCESSING + Duration::from_secs(10),
+    );
     assert_eq!(
         (&view["total"], &view["completed"], &view["dead"]),
         (&3.into(), &2.into(), &1.into()),
@@ -72,22 +61,10 @@ fn a_batch_enqueued_from_the_cli_fires_on_death_and_on_complete_once_and_shows_i
     );
     // The callbacks' jobs, beside the members' records, in the done queue's dead letters.
     let on_complete = callback_job_id(batch, Callback::OnComplete);
-    let deadline = Instant::now() + PROCESSING;
-    let letters = loop {
-        let listed = json_of(&host.cli(&["dead", "list", "test.ledger.done", "--json"]));
-        let letters: Vec<String> = listed["letters"]
-            .as_array()
-            .expect("letters")
-            .iter()
-            .filter_map(|l| l["job_id"].as_str().map(str::to_owned))
-            .collect();
-        if letters.contains(&on_complete.to_string()) && letters.contains(&on_death.to_string()) {
-            break letters;
-        }
-        assert!(Instant::now() < deadline, "the callbacks ran: {listed}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let once = |id: Uuid| letters.iter().filter(|l| **l == id.to_string()).count();
+    let letters = records(&host, |letters| {
+        letters.contains(&on_complete) && letters.contains(&on_death)
+    });
+    let once = |id: Uuid| letters.iter().filter(|l| **l == id).count();
     assert_eq!((once(on_death), once(on_complete)), (1, 1), "{letters:?}");
     assert_eq!(once(callback_job_id(batch, Callback::OnSuccess)), 0);
 }
@@ -165,51 +142,65 @@ fn a_handler_fans_out_a_batch_whose_member_adds_to_it_and_the_fleet_gathers_it_o
         .expect("the fan's job id");
     // The batch's id is derived from the fan's, so a fan run twice opens it once.
     let batch = jobhost::job::batch::opened_batch_id(fan, 0);
-    let deadline = Instant::now() + PROCESSING;
-    let view = loop {
-        let listed = host.cli(&["batches", &batch.to_string(), "--json"]);
-        if listed.status.success() {
-            let view = json_of(&listed)[0].clone();
-            let fired = |name: &str| {
-                view["callbacks"]
-                    .as_array()
-                    .expect("callbacks")
-                    .iter()
-                    .any(|c| c["callback"] == name && c["fired"].is_string())
-            };
-            if view["pending"] == 0 && fired("on_success") && fired("on_complete") {
-                break view;
-            }
-        }
-        assert!(Instant::now() < deadline, "the fan's batch did not end");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let view = ended(&host, batch, &["on_success", "on_complete"], PROCESSING);
     assert_eq!(
         (&view["total"], &view["completed"], &view["dead"]),
         (&5.into(), &5.into(), &0.into()),
         "three members and the two the first added: {view}"
     );
+    // Five member records, and each callback's job once.
+    let letters = records(&host, |letters| letters.len() >= 7);
+    let once = |callback| {
+        let id = callback_job_id(batch, callback);
+        letters.iter().filter(|l| **l == id).count()
+    };
+    assert_eq!(
+        (once(Callback::OnSuccess), once(Callback::OnComplete)),
+        (1, 1),
+        "{letters:?}"
+    );
+}
+
+/// `jobhost batches BATCH --json` once none of `batch`'s members is pending and each of
+/// `callbacks` fired, failing after `limit`.
+fn ended(host: &Host, batch: Uuid, callbacks: &[&str], limit: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let listed = host.cli(&["batches", &batch.to_string(), "--json"]);
+        // Refused until the host has read the batch's opening.
+        let view = if listed.status.success() {
+            json_of(&listed)[0].clone()
+        } else {
+            serde_json::Value::Null
+        };
+        let fired = |name: &&str| {
+            view["callbacks"].as_array().is_some_and(|all| {
+                all.iter()
+                    .any(|c| c["callback"] == *name && c["fired"].is_string())
+            })
+        };
+        if view["pending"] == 0 && callbacks.iter().all(fired) {
+            return view;
+        }
+        assert!(Instant::now() < deadline, "the batch did not end: {view}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The job ids of the `ledger` fixture's records (`test.ledger.done`'s dead letters) once
+/// `enough` holds of them, failing after [`PROCESSING`].
+fn records(host: &Host, enough: impl Fn(&[Uuid]) -> bool) -> Vec<Uuid> {
     let deadline = Instant::now() + PROCESSING;
     loop {
         let listed = json_of(&host.cli(&["dead", "list", "test.ledger.done", "--json"]));
-        let letters: Vec<String> = listed["letters"]
+        let letters: Vec<Uuid> = listed["letters"]
             .as_array()
             .expect("letters")
             .iter()
-            .filter_map(|l| l["job_id"].as_str().map(str::to_owned))
+            .filter_map(|l| l["job_id"].as_str()?.parse().ok())
             .collect();
-        let count = |callback| {
-            let id = callback_job_id(batch, callback).to_string();
-            letters.iter().filter(|l| **l == id).count()
-        };
-        // Five member records, and each callback's job once.
-        if letters.len() >= 7 {
-            assert_eq!(
-                (count(Callback::OnSuccess), count(Callback::OnComplete)),
-                (1, 1),
-                "{listed}"
-            );
-            break;
+        if enough(&letters) {
+            return letters;
         }
         assert!(Instant::now() < deadline, "the records came: {listed}");
         std::thread::sleep(Duration::from_millis(200));
