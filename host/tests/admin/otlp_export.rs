@@ -88,6 +88,7 @@ async fn a_jobs_span_is_exported_in_the_incoming_trace_under_the_senders_span() 
                 job_type: "traced.Job".into(),
                 payload: RawValue::from_string("\"second\"".into()).expect("JSON"),
                 delay: None,
+                batch: None,
             })
             .into_iter()
             .collect(),

@@ -11,6 +11,8 @@
 //! - `ledger.Fan {ids, nested}` on `test.ledger.work`: enqueues one `ledger.Work` per id
 //!   as a batch whose `on_success` and `on_complete` are `ledger.Gathered`; the first
 //!   member adds a `ledger.Work` per id of `nested` to the batch before it completes.
+//! - `ledger.Tick {id}` on `test.ledger.work`: completes at once and records nothing, for
+//!   tests that count what the host says of many jobs (a batch's members).
 //! - `ledger.Gathered` on `test.ledger.done`: a batch's callback, fatal like `Done`, so it
 //!   lands beside the records, its payload the batch's.
 //!
@@ -59,6 +61,13 @@ struct Fan {
     ids: Vec<u64>,
     #[serde(default)]
     nested: Vec<u64>,
+}
+
+/// A job that completes and records nothing.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(name = "ledger.Tick", queue = LedgerQueues::Work)]
+struct Tick {
+    id: u64,
 }
 
 /// What a fan's batch hands its callbacks.
@@ -139,8 +148,13 @@ jobhost_sdk::plugin!(queues = LedgerQueues, jobs = {
     Work => work,
     Done => done,
     Fan => fan,
+    Tick => tick,
     Gathered => done_gathering,
 });
+
+fn tick(_job: Tick, _ctx: &JobContext) -> Result<(), JobError> {
+    Ok(())
+}
 
 /// Fatal on purpose, as `done`.
 fn done_gathering(_job: Gathered, _ctx: &JobContext) -> Result<(), JobError> {
